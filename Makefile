@@ -1,0 +1,52 @@
+# mmc: `make` builds ./mmc; `make test` runs every test that needs no GPU; `make generate`
+# rewrites generated/ from graphs/ and templates/. See README.md.
+CUDA    ?= /usr/local/cuda
+LUA_INC ?= /usr/include/lua5.4
+LUA_LIB ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
+           -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
+LDLIBS  += $(LUA_LIB) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
+
+SRC     := $(filter-out compiler/main.c,$(wildcard compiler/*.c runtime/*.c))
+OBJ     := $(patsubst %.c,build/obj/%.o,$(SRC)) build/obj/embedded.o
+EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
+TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
+
+all: mmc
+
+mmc: build/obj/compiler/main.o $(OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+build/embed: tools/embed.c
+	@mkdir -p build
+	$(CC) -O1 -o $@ $<
+
+build/embedded.c: build/embed $(EMBED)
+	build/embed $(EMBED) > $@.tmp && mv $@.tmp $@
+
+build/obj/embedded.o: build/embedded.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+build/tests/%: tests/%.c $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $^ $(LDLIBS)
+
+GENERATED := minimind
+generate: mmc
+	./mmc compile graphs/minimind.lua -o generated/minimind --quiet
+
+test: mmc $(TESTS)
+	bash tests/run.sh
+
+clean:
+	rm -rf build mmc
+
+.PHONY: all generate test clean
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,263 @@
+/* codegen: see codegen.h. A group's nodes become straight-line code over register values
+ * v<id>; values from other groups are loaded with ld(p<id>, index), with the index reduced
+ * for broadcast inputs; stored values go out with st(p<id>, index, v<id>). */
+#include "codegen_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedded.h"
+
+const char *template_text(const char *name) {
+    char *path = xasprintf("templates/%s", name);
+    for (int i = 0; embedded_files[i].path; i++)
+        if (strcmp(embedded_files[i].path, path) == 0) {
+            free(path);
+            return embedded_files[i].text;
+        }
+    die("internal error: no template %s", path);
+}
+
+void codegen_hash_templates(Sha256 *h) {
+    for (int i = 0; embedded_files[i].path; i++)
+        if (strncmp(embedded_files[i].path, "templates/", 10) == 0) {
+            sha256_update(h, embedded_files[i].path, strlen(embedded_files[i].path) + 1);
+            sha256_update(h, embedded_files[i].text, strlen(embedded_files[i].text) + 1);
+        }
+}
+
+/* ---- template filling: {{KEY}} holes */
+
+void key(Keys *ks, const char *k, const char *fmt, ...) {
+    StrBuf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    ks->k[ks->n] = k;
+    ks->v[ks->n++] = b.s ? b.s : xstrdup("");
+}
+
+void render(StrBuf *o, const char *tmpl_name, Keys *ks) {
+    const char *t = template_text(tmpl_name);
+    while (*t) {
+        const char *open = strstr(t, "{{");
+        if (!open) {
+            sb_append(o, t);
+            break;
+        }
+        sb_appendn(o, t, (size_t)(open - t));
+        const char *close = strstr(open, "}}");
+        if (!close) die("template %s: unclosed {{", tmpl_name);
+        int found = 0;
+        for (int i = 0; i < ks->n; i++)
+            if (strlen(ks->k[i]) == (size_t)(close - open - 2) && strncmp(ks->k[i], open + 2, (size_t)(close - open - 2)) == 0) {
+                sb_append(o, ks->v[i]);
+                found = 1;
+                break;
+            }
+        if (!found) die("template %s: no value for {{%.*s}}", tmpl_name, (int)(close - open - 2), open + 2);
+        t = close + 2;
+    }
+    for (int i = 0; i < ks->n; i++) free(ks->v[i]);
+    ks->n = 0;
+}
+
+/* ---- values */
+
+char *literal(const Gen *G, double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, G->reg_f64 ? "%.17g" : "%.9g", v);
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+    if (!G->reg_f64 && !strpbrk(buf, "n")) strcat(buf, "f");
+    if (strcmp(buf, "inf") == 0 || strcmp(buf, "inff") == 0) return xstrdup("INFINITY");
+    return xstrdup(buf);
+}
+
+const char *rounder(const Gen *G, DType t) {
+    if (!G->eager) return "";
+    switch (t) {
+    case DT_F16: return "rd_f16";
+    case DT_BF16: return "rd_bf16";
+    case DT_F32: return G->reg_f64 ? "rd_f32" : "";
+    default: return "";
+    }
+}
+
+/* The pointer to where a node's value lives, declared once per kernel. */
+const char *ptr(Gen *G, const Node *n) {
+    static char name[4][32];
+    static int next;
+    char *s = name[next++ & 3];
+    snprintf(s, sizeof name[0], "p%d", n->id);
+    if (G->declared[n->id]) return s;
+    if (n->buffer < 0) die("internal error: %s is read from memory but has no buffer", node_label(n));
+    G->declared[n->id] = 1;
+    char *sh = shape_str(&n->shape);
+    sb_printf(&G->ptrs, "    %s *%s = (%s *)(b.%s + %lldL); // %s %s %s\n", dtype_cuda(n->dtype), s, dtype_cuda(n->dtype),
+              buffer_name(n->buffer), (long long)n->offset, node_label(n), sh, dtype_name(n->dtype));
+    free(sh);
+    return s;
+}
+
+/* index of input x when the kernel iterates over `space` with index variable i */
+char *index_for(const Node *x, const Shape *space) {
+    int64_t nx = shape_numel(&x->shape), ns = shape_numel(space);
+    if (nx == ns) return xstrdup("i");
+    if (nx == 1) return xstrdup("0");
+    return xasprintf("i %% %lldL", (long long)nx);
+}
+
+char *operand(Gen *G, const Node *x, const Shape *space) {
+    if (G->scope[x->id]) return xasprintf("v%d", x->id);
+    char *idx = index_for(x, space);
+    char *s = xasprintf("ld(%s, %s)", ptr(G, x), idx);
+    free(idx);
+    return s;
+}
+
+static char *expr_of(Gen *G, const Node *n, const Shape *space) {
+    const OpInfo *info = &op_info[n->op];
+    if (n->op == OP_GRAD_ACCUMULATE) { /* grads[param] += g, in the gradient's dtype */
+        char *a = operand(G, n->in[0], space);
+        char *s = xasprintf("mmc_add(ld(%s, i), (%s)%s)", ptr(G, n), G->R, a);
+        free(a);
+        return s;
+    }
+    if (!info->cuda) die("internal error: %s has no CUDA expression", info->name);
+    StrBuf b = {0};
+    for (const char *c = info->cuda; *c; c++) {
+        if (*c == '$' && c[1] >= '0' && c[1] <= '9') {
+            char *a = operand(G, n->in[c[1] - '0'], space);
+            sb_printf(&b, "(%s)%s", G->R, a);
+            free(a);
+            c++;
+        } else if (*c == '$' && strncmp(c + 1, "scale", 5) == 0) {
+            char *l = literal(G, n->a.scale);
+            sb_printf(&b, "(%s)%s", G->R, l);
+            free(l);
+            c += 5;
+        } else {
+            sb_appendn(&b, c, 1);
+        }
+    }
+    return b.s;
+}
+
+/* Rounding and storing of a value just computed (the anchor's or an elementwise node's). */
+void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind) {
+    const char *r = rounder(G, n->dtype);
+    if (*r) sb_printf(o, "%sv%d = %s(v%d);\n", ind, n->id, r, n->id);
+    if (n->materialized && n->buffer >= 0) sb_printf(o, "%sst(%s, i, v%d);\n", ind, ptr(G, n), n->id);
+    G->scope[n->id] = 1;
+}
+
+void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char *ind) {
+    char *e = expr_of(G, n, space);
+    char *sh = shape_str(&n->shape);
+    sb_printf(o, "%s%s v%d = %s; // %s %s %s\n", ind, G->R, n->id, e, op_info[n->op].name, node_label(n), dtype_name(n->dtype));
+    free(sh);
+    free(e);
+    finish_value(G, o, n, ind);
+}
+
+/* ---- groups */
+
+int depends_on(const Node *n, const Node *anchor, const Group *gr) {
+    if (n == anchor) return 1;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]->group == gr->id && depends_on(n->in[k], anchor, gr)) return 1;
+    return 0;
+}
+
+static void kernel_comment(Gen *G, StrBuf *o) {
+    Group *gr = G->gr;
+    sb_printf(o, "\n// ---- %s:", gr->kernel);
+    for (int i = 0; i < gr->n_nodes; i++)
+        if (gr->nodes[i]->op != OP_PART) sb_printf(o, " %s", op_info[gr->nodes[i]->op].name);
+    sb_append(o, "\n");
+    for (int i = 0; i < gr->n_nodes; i++) {
+        const Node *n = gr->nodes[i];
+        char *s = shape_str(&n->shape);
+        sb_printf(o, "//   %%%d %s %s %s %s%s%s\n", n->id, op_info[n->op].name, node_label(n), s, dtype_name(n->dtype),
+                  n->materialized ? " stored" : "", n->where[0] ? "" : "");
+        free(s);
+    }
+}
+
+static void begin_kernel(Gen *G, Group *gr) {
+    G->gr = gr;
+    G->reg_f64 = 0;
+    for (int i = 0; i < gr->n_nodes; i++) {
+        const Node *n = gr->nodes[i];
+        if (n->dtype == DT_F64 || n->compute == DT_F64) G->reg_f64 = 1;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k]->dtype == DT_F64) G->reg_f64 = 1;
+    }
+    G->R = G->reg_f64 ? "double" : "float";
+    sb_free(&G->ptrs);
+    memset(G->declared, 0, (size_t)G->g->next_id);
+    memset(G->scope, 0, (size_t)G->g->next_id);
+}
+
+int64_t blocks_for(int64_t n, int64_t threads) {
+    int64_t b = (n + threads - 1) / threads;
+    return b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b;
+}
+
+static void gen_elementwise(Gen *G, StrBuf *o) {
+    Group *gr = G->gr;
+    const Shape *space = &gr->nodes[gr->n_nodes - 1]->shape;
+    StrBuf body = {0};
+    for (int i = 0; i < gr->n_nodes; i++) emit_node(G, &body, gr->nodes[i], space, "        ");
+    Keys ks = {0};
+    key(&ks, "NAME", "%s", gr->kernel);
+    key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
+    key(&ks, "N", "%lld", (long long)shape_numel(space));
+    key(&ks, "BODY", "%s", body.s ? body.s : "");
+    render(o, "elementwise.cu", &ks);
+    gr->block = 256;
+    gr->grid = blocks_for(shape_numel(space), 256);
+    sb_free(&body);
+}
+
+char *codegen_cuda(const Graph *g, Program *p) {
+    Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, {0}, xcalloc((size_t)g->next_id, 1),
+             xcalloc((size_t)g->next_id, 1)};
+    StrBuf o = {0};
+    sb_printf(&o, "// kernels.cu for graph '%s' (%s), policy %s, rounding %s.\n", g->name, g->source, g->policy.name,
+              g->policy.round_eager ? "eager" : "fused");
+    sb_printf(&o, "// Generated by mmc compile from the graph file and templates/; edit those, not this.\n");
+    sb_printf(&o, "// plan hash %s\n\n", g->hash);
+    sb_append(&o, template_text("prelude.cuh"));
+    sb_append(&o, "\n");
+    const char *state = template_text("step_state.h");
+    sb_append(&o, state);
+    for (int i = 0; i < p->n_groups; i++) {
+        Group *gr = p->groups[i];
+        begin_kernel(&G, gr);
+        if (gr->kind == GK_GEMM) {
+            const Node *n = gr->anchor;
+            char *s = shape_str(&n->shape);
+            sb_printf(&o, "\n// ---- %s: cuBLASLt %s %s %s %s (see the plan)\n", gr->kernel, op_info[n->op].name,
+                      node_label(n), s, dtype_name(n->dtype));
+            free(s);
+            continue;
+        }
+        if (gr->kind == GK_OPTIMIZER) {
+            sb_printf(&o, "\n// ---- %s\n", gr->kernel);
+            gen_optimizer(&G, &o);
+            continue;
+        }
+        kernel_comment(&G, &o);
+        if (gr->kind == GK_ELEMENTWISE) gen_elementwise(&G, &o);
+        else if (gr->kind == GK_CAST_PARAMS) gen_cast_weights(&G, &o);
+        else gen_anchor(&G, &o);
+    }
+    sb_free(&G.ptrs);
+    free(G.declared);
+    free(G.scope);
+    return o.s;
+}

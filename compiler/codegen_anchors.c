@@ -1,0 +1,302 @@
+/* codegen_anchors: fills each anchor op's template. The group's other nodes split into a
+ * prologue (computed per element of the anchor's input, before the anchor) and an epilogue
+ * (computed per element of its output, from the anchor's value). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen_internal.h"
+
+typedef struct Split {
+    Node **pro, **epi;
+    int n_pro, n_epi, cap_pro, cap_epi;
+    char *in_array; /* by node id: a prologue value the epilogue reads, kept in pv<id>[k] */
+} Split;
+
+static Split split_group(Gen *G) {
+    Group *gr = G->gr;
+    Split s = {0};
+    s.in_array = xcalloc((size_t)G->g->next_id, 1);
+    for (int i = 0; i < gr->n_nodes; i++) {
+        Node *n = gr->nodes[i];
+        if (n == gr->anchor || n->op == OP_PART) continue;
+        if (depends_on(n, gr->anchor, gr)) vec_push(s.epi, s.n_epi, s.cap_epi, n);
+        else vec_push(s.pro, s.n_pro, s.cap_pro, n);
+    }
+    for (int i = 0; i < s.n_epi; i++)
+        for (int k = 0; k < s.epi[i]->n_in; k++) {
+            const Node *x = s.epi[i]->in[k];
+            if (x->group == gr->id && x != gr->anchor && !depends_on(x, gr->anchor, gr)) s.in_array[x->id] = 1;
+        }
+    return s;
+}
+
+static void free_split(Split *s) {
+    free(s->pro);
+    free(s->epi);
+    free(s->in_array);
+}
+
+static char *prologue(Gen *G, Split *s, const Shape *space, const char *ind) {
+    StrBuf o = {0};
+    for (int i = 0; i < s->n_pro; i++) {
+        emit_node(G, &o, s->pro[i], space, ind);
+        if (s->in_array[s->pro[i]->id]) sb_printf(&o, "%spv%d[k] = v%d;\n", ind, s->pro[i]->id, s->pro[i]->id);
+    }
+    return o.s ? o.s : xstrdup("");
+}
+
+static char *arrays(Gen *G, Split *s, int per) {
+    StrBuf o = {0};
+    for (int i = 0; i < s->n_pro; i++)
+        if (s->in_array[s->pro[i]->id]) sb_printf(&o, "    %s pv%d[%d];\n", G->R, s->pro[i]->id, per);
+    return o.s ? o.s : xstrdup("");
+}
+
+/* The epilogue: the anchor's value is v<anchor id>, already declared by the template. */
+static char *epilogue(Gen *G, Split *s, const char *ind) {
+    StrBuf o = {0};
+    Node *a = G->gr->anchor;
+    for (int i = 0; i < s->n_pro; i++) G->scope[s->pro[i]->id] = 0;
+    for (int i = 0; i < s->n_pro; i++)
+        if (s->in_array[s->pro[i]->id]) {
+            sb_printf(&o, "%sconst %s v%d = pv%d[k];\n", ind, G->R, s->pro[i]->id, s->pro[i]->id);
+            G->scope[s->pro[i]->id] = 1;
+        }
+    finish_value(G, &o, a, ind);
+    for (int i = 0; i < s->n_epi; i++) emit_node(G, &o, s->epi[i], &a->shape, ind);
+    return o.s ? o.s : xstrdup("");
+}
+
+static Node *part_of(const Group *gr, int index) {
+    for (int i = 0; i < gr->n_nodes; i++)
+        if (gr->nodes[i]->op == OP_PART && gr->nodes[i]->in[0] == gr->anchor && gr->nodes[i]->a.index == index)
+            return gr->nodes[i];
+    return NULL;
+}
+
+static Node *need_part(const Group *gr, int index) {
+    Node *n = part_of(gr, index);
+    if (!n) die("internal error: %s has no part %d", gr->kernel, index);
+    return n;
+}
+
+static int threads_for_row(int64_t d) {
+    if (d >= 256) return 256;
+    return (int)((d + 31) / 32 * 32);
+}
+
+static void common(Gen *G, Keys *ks) {
+    key(ks, "NAME", "%s", G->gr->kernel);
+    key(ks, "R", "%s", G->R);
+}
+
+static void pointers(Gen *G, Keys *ks) { key(ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : ""); }
+
+void gen_anchor(Gen *G, StrBuf *o) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    Split s = split_group(G);
+    Keys ks = {0};
+    common(G, &ks);
+    char *va = xasprintf("v%d", a->id);
+    const char *tmpl = NULL;
+    switch (a->op) {
+    case OP_RMS_NORMALIZE:
+    case OP_RMS_NORMALIZE_BACKWARD: {
+        const Shape *in = &a->in[0]->shape;
+        int64_t d = in->dim[in->rank - 1], rows = shape_numel(in) / d;
+        int threads = threads_for_row(d), per = (int)((d + threads - 1) / threads);
+        char *pro = prologue(G, &s, in, "            ");
+        int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD;
+        char *x = operand(G, a->in[bwd ? 1 : 0], in);
+        char *dy = bwd ? operand(G, a->in[0], in) : NULL;
+        char *epi = epilogue(G, &s, "            ");
+        char *eps = literal(G, a->a.eps);
+        char *arr = arrays(G, &s, per);
+        key(&ks, "THREADS", "%d", threads);
+        key(&ks, "D", "%lld", (long long)d);
+        key(&ks, "PER", "%d", per);
+        key(&ks, "EPS", "%s", eps);
+        key(&ks, "ARRAYS", "%s", arr);
+        key(&ks, "PROLOGUE", "%s", pro);
+        key(&ks, "X", "%s", x);
+        if (bwd) key(&ks, "DY", "%s", dy);
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        pointers(G, &ks);
+        gr->grid = rows, gr->block = threads;
+        tmpl = bwd ? "rms_normalize_backward.cu" : "rms_normalize.cu";
+        free(pro), free(x), free(dy), free(epi), free(eps), free(arr);
+        break;
+    }
+    case OP_SUM_TO:
+    case OP_SUM_ALL: {
+        const Shape *in = &a->in[0]->shape;
+        int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
+        char *pro = prologue(G, &s, in, a->op == OP_SUM_TO ? "            " : "        ");
+        char *x = operand(G, a->in[0], in);
+        char *epi = epilogue(G, &s, "        ");
+        key(&ks, "PROLOGUE", "%s", pro);
+        key(&ks, "X", "%s", x);
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        if (a->op == OP_SUM_TO) {
+            key(&ks, "M", "%lld", (long long)m);
+            key(&ks, "C", "%lld", (long long)c);
+            gr->grid = (c + 31) / 32, gr->block = 256;
+            tmpl = "sum_to.cu";
+        } else {
+            key(&ks, "N", "%lld", (long long)shape_numel(in));
+            gr->grid = 1, gr->block = 256;
+            tmpl = "sum_all.cu";
+        }
+        pointers(G, &ks);
+        free(pro), free(x), free(epi);
+        break;
+    }
+    case OP_EMBEDDING: {
+        int64_t d = a->shape.dim[a->shape.rank - 1], n = shape_numel(&a->shape);
+        char *w = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
+        char *epi = epilogue(G, &s, "        ");
+        key(&ks, "N", "%lld", (long long)n);
+        key(&ks, "D", "%lld", (long long)d);
+        key(&ks, "ROWS", "%lld", (long long)(n / d));
+        key(&ks, "W", "%s", w);
+        key(&ks, "IDS", "%s", ids);
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        pointers(G, &ks);
+        gr->grid = blocks_for(n, 256), gr->block = 256;
+        tmpl = "embedding.cu";
+        free(w), free(ids), free(epi);
+        break;
+    }
+    case OP_EMBEDDING_BACKWARD: {
+        int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape);
+        char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
+        char *epi = epilogue(G, &s, "            ");
+        key(&ks, "D", "%lld", (long long)d);
+        key(&ks, "ROWS", "%lld", (long long)rows);
+        key(&ks, "PER", "%lld", (long long)((d + 255) / 256));
+        key(&ks, "DY", "%s", dy);
+        key(&ks, "IDS", "%s", ids);
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        pointers(G, &ks);
+        gr->grid = a->shape.dim[0], gr->block = 256;
+        tmpl = "embedding_backward.cu";
+        free(dy), free(ids), free(epi);
+        break;
+    }
+    case OP_ROPE:
+    case OP_ROPE_BACKWARD: {
+        const Shape *x = &a->shape;
+        int64_t row = x->dim[2], hd = row / a->a.heads;
+        char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
+        char *epi = epilogue(G, &s, "        ");
+        key(&ks, "N", "%lld", (long long)shape_numel(x));
+        key(&ks, "HD", "%lld", (long long)hd);
+        key(&ks, "HALF", "%lld", (long long)(hd / 2));
+        key(&ks, "ROW", "%lld", (long long)row);
+        key(&ks, "T", "%lld", (long long)x->dim[1]);
+        key(&ks, a->op == OP_ROPE ? "X" : "DY", "%s", px);
+        key(&ks, "COS", "%s", pc);
+        key(&ks, "SIN", "%s", ps);
+        key(&ks, "RDC", "%s", rounder(G, a->compute));
+        if (a->op == OP_ROPE_BACKWARD) key(&ks, "RDX", "%s", rounder(G, a->a.to));
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        pointers(G, &ks);
+        gr->grid = blocks_for(shape_numel(x), 256), gr->block = 256;
+        tmpl = a->op == OP_ROPE ? "rope.cu" : "rope_backward.cu";
+        free(px), free(pc), free(ps), free(epi);
+        break;
+    }
+    case OP_ATTENTION:
+    case OP_ATTENTION_BACKWARD: {
+        int bwd = a->op == OP_ATTENTION_BACKWARD;
+        const Shape *q = &a->in[bwd ? 1 : 0]->shape;
+        int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads;
+        char *sc = literal(G, 1.0 / sqrt((double)hd));
+        key(&ks, "B", "%lld", (long long)bsz);
+        key(&ks, "T", "%lld", (long long)t);
+        key(&ks, "H", "%d", a->a.heads);
+        key(&ks, "KV", "%d", a->a.kv_heads);
+        key(&ks, "HD", "%lld", (long long)hd);
+        key(&ks, "SCALE", "%s", sc);
+        key(&ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
+        size_t rsize = G->reg_f64 ? 8 : 4;
+        if (!bwd) {
+            key(&ks, "Q", "%s", ptr(G, a->in[0]));
+            key(&ks, "K", "%s", ptr(G, a->in[1]));
+            key(&ks, "V", "%s", ptr(G, a->in[2]));
+            key(&ks, "O", "%s", ptr(G, a));
+            Node *lse = part_of(gr, 1);
+            if (lse) key(&ks, "STORE_LSE", "st(%s, bh * %lld + i, m + mmc_log(l));", ptr(G, lse), (long long)t);
+            else key(&ks, "STORE_LSE", "{}");
+            gr->grid = bsz * a->a.heads * t;
+            gr->smem = (int64_t)((t + hd) * rsize);
+            tmpl = "attention.cu";
+        } else {
+            key(&ks, "DO", "%s", ptr(G, a->in[0]));
+            key(&ks, "Q", "%s", ptr(G, a->in[1]));
+            key(&ks, "K", "%s", ptr(G, a->in[2]));
+            key(&ks, "V", "%s", ptr(G, a->in[3]));
+            key(&ks, "O", "%s", ptr(G, a->in[4]));
+            key(&ks, "LSE", "%s", ptr(G, a->in[5]));
+            key(&ks, "DQ", "%s", ptr(G, a));
+            key(&ks, "DK", "%s", ptr(G, need_part(gr, 1)));
+            key(&ks, "DV", "%s", ptr(G, need_part(gr, 2)));
+            gr->grid = bsz * a->a.heads * t + bsz * a->a.kv_heads * t;
+            gr->smem = (int64_t)((2 * t + 2 * hd) * rsize);
+            tmpl = "attention_backward.cu";
+        }
+        pointers(G, &ks);
+        gr->block = 128;
+        free(sc);
+        break;
+    }
+    case OP_CROSS_ENTROPY: {
+        const Shape *x = &a->in[0]->shape;
+        int64_t v = x->dim[x->rank - 1];
+        key(&ks, "V", "%lld", (long long)v);
+        key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
+        key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
+        key(&ks, "X", "%s", ptr(G, a->in[0]));
+        key(&ks, "LABELS", "%s", ptr(G, a->in[1]));
+        key(&ks, "STATS", "%s", ptr(G, need_part(gr, 1)));
+        key(&ks, "COUNT", "%s", ptr(G, need_part(gr, 2)));
+        key(&ks, "LOSS", "%s", ptr(G, a));
+        key(&ks, "RDC", "%s", rounder(G, a->compute));
+        pointers(G, &ks);
+        gr->grid = shape_numel(x) / v, gr->block = 256;
+        tmpl = "cross_entropy.cu";
+        break;
+    }
+    case OP_CROSS_ENTROPY_BACKWARD: {
+        const Shape *x = &a->shape;
+        int64_t v = x->dim[x->rank - 1];
+        char *epi = epilogue(G, &s, "        ");
+        key(&ks, "V", "%lld", (long long)v);
+        key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
+        key(&ks, "DLOSS", "%s", ptr(G, a->in[0]));
+        key(&ks, "X", "%s", ptr(G, a->in[1]));
+        key(&ks, "LABELS", "%s", ptr(G, a->in[2]));
+        key(&ks, "STATS", "%s", ptr(G, a->in[3]));
+        key(&ks, "COUNT", "%s", ptr(G, a->in[4]));
+        key(&ks, "RDC", "%s", rounder(G, a->compute));
+        key(&ks, "VA", "%s", va);
+        key(&ks, "EPILOGUE", "%s", epi);
+        pointers(G, &ks);
+        gr->grid = shape_numel(x) / v, gr->block = 256;
+        tmpl = "cross_entropy_backward.cu";
+        free(epi);
+        break;
+    }
+    default: die("internal error: no template for anchor %s", op_info[a->op].name);
+    }
+    render(o, tmpl, &ks);
+    free(va);
+    free_split(&s);
+}

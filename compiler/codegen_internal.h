@@ -1,0 +1,41 @@
+/* codegen_internal: what codegen.c shares with codegen_anchors.c and codegen_optimizer.c. */
+#ifndef MMC_CODEGEN_INTERNAL_H
+#define MMC_CODEGEN_INTERNAL_H
+
+#include "codegen.h"
+
+typedef struct Gen {
+    const Graph *g;
+    Program *p;
+    Group *gr;
+    const char *R;  /* register type: float, or double under an f64 policy */
+    int reg_f64;
+    int eager;      /* round at every op boundary, as PyTorch eager */
+    StrBuf ptrs;    /* pointer declarations of the kernel being made */
+    char *declared; /* by node id: its pointer is declared */
+    char *scope;    /* by node id: its register value v<id> is in scope */
+} Gen;
+
+typedef struct Keys {
+    const char *k[40];
+    char *v[40];
+    int n;
+} Keys;
+
+void key(Keys *ks, const char *k, const char *fmt, ...) MMC_PRINTF(3, 4);
+void render(StrBuf *o, const char *tmpl_name, Keys *ks);
+char *literal(const Gen *G, double v);
+const char *rounder(const Gen *G, DType t); /* "" when no rounding applies */
+const char *ptr(Gen *G, const Node *n);
+char *index_for(const Node *x, const Shape *space);
+char *operand(Gen *G, const Node *x, const Shape *space);
+void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind);
+void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char *ind);
+int depends_on(const Node *n, const Node *anchor, const Group *gr);
+int64_t blocks_for(int64_t n, int64_t threads);
+
+void gen_anchor(Gen *G, StrBuf *o);
+void gen_cast_weights(Gen *G, StrBuf *o);
+void gen_optimizer(Gen *G, StrBuf *o);
+
+#endif

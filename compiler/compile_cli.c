@@ -1,0 +1,51 @@
+/* compile_cli: `mmc compile`. Writes DIR/kernels.cu and DIR/plan (each atomically) and
+ * prints the report; with --dump PASS prints the IR after that pass and writes nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "compile.h"
+#include "util.h"
+
+int cmd_compile(int argc, char **argv) {
+    FrontendOptions opt = {0};
+    const char *out = NULL, *dump = NULL;
+    int quiet = 0, cap = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "-o") || !strcmp(a, "--policy") || !strcmp(a, "-D") || !strcmp(a, "--dump")) && i + 1 >= argc)
+            die("compile: %s needs a value", a);
+        if (!strcmp(a, "-o")) out = argv[++i];
+        else if (!strcmp(a, "--policy")) opt.policy_path = argv[++i];
+        else if (!strcmp(a, "--dump")) dump = argv[++i];
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
+            const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
+            const char *eq = strchr(kv, '=');
+            if (!eq || eq == kv) die("compile: -D needs key=value, got '%s'", kv);
+            Define d = {xstrndup(kv, (size_t)(eq - kv)), xstrdup(eq + 1)};
+            vec_push(opt.defines, opt.n_defines, cap, d);
+        } else if (a[0] == '-') die("compile: unknown option %s", a);
+        else if (!opt.graph_path) opt.graph_path = a;
+        else die("compile: one graph file at a time (got %s and %s)", opt.graph_path, a);
+    }
+    if (!opt.graph_path) die("compile: which graph file? usage: mmc compile GRAPH.lua [-o DIR]");
+    CompileResult r = compile_graph(&opt, dump);
+    if (dump) {
+        fputs(r.report, stdout);
+        return 0;
+    }
+    char *dir = out ? xstrdup(out) : xasprintf("generated/%s", r.g->name);
+    make_dirs(dir);
+    char *kpath = path_join(dir, "kernels.cu"), *ppath = path_join(dir, "plan");
+    write_file_atomic(kpath, r.kernels, strlen(r.kernels));
+    write_file_atomic(ppath, r.plan, strlen(r.plan));
+    if (!quiet) {
+        char *rep = compile_report(r.g, r.p, dir);
+        fputs(rep, stdout);
+        free(rep);
+    }
+    free(kpath), free(ppath), free(dir);
+    return 0;
+}

@@ -1,0 +1,121 @@
+/* ir: graph and node construction, shapes, and the dtype rule for nodes made after the
+ * precision pass. */
+#include "ir.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+Graph *ir_graph_new(const char *name, const char *source) {
+    Graph *g = xcalloc(1, sizeof *g);
+    g->name = xstrdup(name);
+    g->source = xstrdup(source ? source : "");
+    g->policy.round_eager = 1;
+    g->policy.master = DT_F32;
+    return g;
+}
+
+Node *ir_node(Graph *g, Op op, int n_in, Node **in, const char *where) {
+    if (n_in > IR_MAX_INPUTS) die_at(where, "%s: too many inputs", op_info[op].name);
+    Node *n = xcalloc(1, sizeof *n);
+    n->id = g->next_id++;
+    n->op = op;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->where = xstrdup(where ? where : "");
+    n->group = -1;
+    n->buffer = -1;
+    n->param_index = -1;
+    n->rule = -1;
+    vec_push(g->nodes, g->n_nodes, g->cap_nodes, n);
+    return n;
+}
+
+Node *ir_node1(Graph *g, Op op, Node *a, const char *where) { return ir_node(g, op, 1, &a, where); }
+
+Node *ir_node2(Graph *g, Op op, Node *a, Node *b, const char *where) {
+    Node *in[2] = {a, b};
+    return ir_node(g, op, 2, in, where);
+}
+
+char *ir_infer_shape(Node *n) {
+    const OpInfo *info = &op_info[n->op];
+    if (info->n_in >= 0 && n->n_in != info->n_in)
+        return xasprintf("%s takes %d inputs, got %d", info->name, info->n_in, n->n_in);
+    return info->shape ? info->shape(n) : NULL;
+}
+
+void ir_infer_dtype(Node *n) {
+    const OpInfo *info = &op_info[n->op];
+    DType c = DT_NONE;
+    for (int i = 0; i < n->n_in; i++)
+        if (info->float_in & (1u << i)) c = dtype_promote(c, n->in[i]->dtype);
+    n->compute = c;
+    if (info->dtype) info->dtype(n);
+    else n->dtype = c;
+}
+
+/* ---- shapes */
+
+int64_t shape_numel(const Shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->dim[i];
+    return n;
+}
+
+int shape_eq(const Shape *a, const Shape *b) {
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
+Shape shape_of(int rank, const int64_t *dims) {
+    Shape s = {0};
+    s.rank = rank;
+    for (int i = 0; i < rank; i++) s.dim[i] = dims[i];
+    return s;
+}
+
+Shape shape_make(int rank, ...) {
+    Shape s = {0};
+    va_list ap;
+    va_start(ap, rank);
+    s.rank = rank;
+    for (int i = 0; i < rank; i++) s.dim[i] = va_arg(ap, int64_t);
+    va_end(ap);
+    return s;
+}
+
+char *shape_str(const Shape *s) {
+    StrBuf b = {0};
+    sb_append(&b, "[");
+    for (int i = 0; i < s->rank; i++) sb_printf(&b, "%s%lld", i ? "," : "", (long long)s->dim[i]);
+    sb_append(&b, "]");
+    return b.s;
+}
+
+int shape_is_suffix(const Shape *a, const Shape *b) {
+    if (b->rank > a->rank) return 0;
+    for (int i = 0; i < b->rank; i++)
+        if (b->dim[b->rank - 1 - i] != a->dim[a->rank - 1 - i]) return 0;
+    return 1;
+}
+
+const char *node_label(const Node *n) {
+    static char buf[4][32];
+    static int next;
+    if (n->name) return n->name;
+    char *b = buf[next++ & 3];
+    snprintf(b, sizeof buf[0], "%%%d", n->id);
+    return b;
+}
+
+double config_get(const Graph *g, const char *key, double fallback) {
+    for (int i = 0; i < g->n_config; i++)
+        if (strcmp(g->config[i].key, key) == 0) return g->config[i].value;
+    return fallback;
+}

@@ -1,0 +1,140 @@
+/* ir: the graph of nodes that every pass reads and rewrites. A node is one op applied to
+ * input nodes, with attributes, a shape, a storage dtype, the dtype it computes in, a
+ * user-visible name and the Lua file:line that made it. The graph keeps its nodes in
+ * topological order; passes rebuild that list rather than patching it. */
+#ifndef MMC_IR_H
+#define MMC_IR_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+#include "ops.h"
+
+enum { IR_MAX_INPUTS = 6, IR_MAX_DIMS = 6 };
+
+typedef struct Shape {
+    int rank;
+    int64_t dim[IR_MAX_DIMS];
+} Shape;
+
+typedef struct Attrs {
+    DType to;          /* cast: target dtype; rope_backward: dtype of the rope input */
+    double eps;        /* rms_normalize(_backward) */
+    double scale;      /* scale: the constant factor */
+    int heads, kv_heads, causal;     /* rope, attention */
+    int64_t ignore_index;            /* cross_entropy: targets equal to it are left out */
+    int index;         /* part: which extra output of the producer */
+    int param;         /* grad_accumulate: the parameter's index */
+    int64_t vocab;     /* embedding_backward: rows of the weight */
+    const char *init;  /* param: initialiser, e.g. "normal(0,0.02)" */
+    const char *gen;   /* const: generator, e.g. "rope_cos(512,64,1e6)" */
+    const char *slot;  /* state: slot name in the step state */
+} Attrs;
+
+typedef struct Node Node;
+struct Node {
+    int id;
+    Op op;
+    int n_in;
+    Node *in[IR_MAX_INPUTS];
+    Attrs a;
+    Shape shape;
+    DType dtype;   /* storage dtype of the result */
+    DType compute; /* dtype the op computes on: its inputs' common dtype after casts */
+    char *name;    /* "model.layers.0.self_attn.q_proj"; generated names start with '%' */
+    char *where;   /* "graphs/minimind.lua:42" */
+    int backward;  /* made by autodiff */
+    int explicit_cast; /* a cast written in the graph file, which rules never change */
+    int param_index;   /* param: position in the parameter list, else -1 */
+    int rule;          /* precision: index of the policy rule that decided it, else -1 */
+    /* pass results */
+    int group;        /* fusion: index of the kernel group, -1 for leaves */
+    int materialized; /* memplan: the value is written to memory (not only kept in registers) */
+    int buffer;       /* memplan: Buffer id */
+    int64_t offset;   /* memplan: byte offset in the buffer */
+    int mark;         /* scratch for passes */
+};
+
+typedef struct Param {
+    Node *node;
+    int64_t offset; /* elements into the flat parameter buffer */
+} Param;
+
+typedef struct ConfigEntry {
+    char *key;
+    double value;
+    char *text; /* set for string values */
+} ConfigEntry;
+
+typedef struct Rule {
+    char *op;      /* op name, or NULL */
+    char *cls;     /* precision class name, or NULL */
+    char *name;    /* glob on node names, or NULL */
+    char *compute; /* "f16", "bf16", "f32", "f64", "follow", "promote" */
+    int priority;
+    int order;     /* later rules win ties */
+    char *where;
+} Rule;
+
+typedef struct Policy {
+    char *name;
+    char *source;         /* file that defined it */
+    int round_eager;      /* 1: round where PyTorch eager rounds; 0: fp32 inside fused kernels */
+    DType master;         /* dtype of master weights and optimizer state */
+    DType at_least;       /* every float value is widened to at least this dtype, explicit casts
+                             and constants included (DT_NONE: no floor) */
+    Rule *rules;
+    int n_rules, cap_rules;
+} Policy;
+
+typedef struct TrainConfig {
+    double lr, beta1, beta2, eps, weight_decay;
+    char *schedule;        /* "minimind_cosine" or "constant" */
+    double clip;           /* max grad norm; 0 disables clipping */
+    int loss_scaling;      /* 0 disables the scaler (fp32 runs) */
+    double scale_init, scale_growth, scale_backoff;
+    int scale_interval;
+    int accumulation;      /* micro-batches per optimizer update */
+    int epochs;
+    int log_interval;
+    char *where;
+} TrainConfig;
+
+typedef struct Graph {
+    char *name;    /* "minimind" */
+    char *source;  /* path of the graph file */
+    Node **nodes;  /* topological order */
+    int n_nodes, cap_nodes;
+    int next_id;
+    Node *loss;
+    Param *params;
+    int n_params, cap_params;
+    ConfigEntry *config;
+    int n_config, cap_config;
+    Policy policy;
+    TrainConfig train;
+    char *hash;    /* SHA-256 of everything the plan depends on */
+} Graph;
+
+Graph *ir_graph_new(const char *name, const char *source);
+/* Makes a node and appends it to the graph. Shape and dtype rules run in ir_finish. */
+Node *ir_node(Graph *g, Op op, int n_in, Node **in, const char *where);
+Node *ir_node1(Graph *g, Op op, Node *a, const char *where);
+Node *ir_node2(Graph *g, Op op, Node *a, Node *b, const char *where);
+/* Runs the op's shape rule; returns NULL or an error message (caller reports it). */
+char *ir_infer_shape(Node *n);
+/* For nodes made after the precision pass: compute = native promotion, dtype = op rule. */
+void ir_infer_dtype(Node *n);
+
+int64_t shape_numel(const Shape *s);
+int shape_eq(const Shape *a, const Shape *b);
+Shape shape_of(int rank, const int64_t *dims);
+Shape shape_make(int rank, ...);
+char *shape_str(const Shape *s); /* "[4,32,64]" (caller frees) */
+/* b is a suffix of a after dropping leading dims (numpy broadcasting without size-1 dims). */
+int shape_is_suffix(const Shape *a, const Shape *b);
+
+const char *node_label(const Node *n); /* its name or "%<id>" */
+double config_get(const Graph *g, const char *key, double fallback);
+
+#endif

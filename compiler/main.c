@@ -1,0 +1,35 @@
+/* main: the mmc command line. Each subcommand lives with its module; this file only
+ * dispatches and prints usage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} commands[] = {
+    {"compile", cmd_compile, "compile GRAPH.lua [-o DIR] [--policy NAME|FILE] [-D key=value]... [--dump PASS] [--quiet]"},
+    {"check-kernels", cmd_check_kernels, "check-kernels DIR [--arch sm_90]...   compile DIR/kernels.cu with NVRTC"},
+    {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR] [--resume DIR] ..."},
+    {"tokens", cmd_tokens, "tokens FILE          describe a token file (header, counts)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "mmc: a model-graph compiler with generated kernels\nusage:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  mmc %s\n", commands[i].usage);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "mmc: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

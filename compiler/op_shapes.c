@@ -1,0 +1,166 @@
+/* op_shapes: the shape rule of every op. Each sets n->shape from the inputs' shapes and
+ * attributes, or returns a message naming the shapes that do not fit. */
+#include "op_rules.h"
+
+#include <stdlib.h>
+
+#include "util.h"
+
+#define IN(i) (&n->in[i]->shape)
+
+static char *mismatch(Node *n, const char *what) {
+    StrBuf b = {0};
+    sb_printf(&b, "%s: %s (", op_info[n->op].name, what);
+    for (int i = 0; i < n->n_in; i++) {
+        char *s = shape_str(IN(i));
+        sb_printf(&b, "%s%s %s", i ? ", " : "", node_label(n->in[i]), s);
+        free(s);
+    }
+    sb_append(&b, ")");
+    return b.s;
+}
+
+char *shape_same(Node *n) {
+    n->shape = *IN(0);
+    return NULL;
+}
+
+/* Elementwise with broadcasting: the smaller input must equal the trailing dims of the
+ * larger (a [D] weight against [B,T,D] activations, a scalar against anything). */
+char *shape_broadcast(Node *n) {
+    const Shape *a = IN(0), *b = IN(1);
+    const Shape *big = a->rank >= b->rank ? a : b, *small = big == a ? b : a;
+    if (!shape_is_suffix(big, small)) return mismatch(n, "shapes do not broadcast");
+    n->shape = *big;
+    return NULL;
+}
+
+/* In-place add: the result has the destination's shape; the source broadcasts to it. */
+char *shape_inplace(Node *n) {
+    if (!shape_is_suffix(IN(0), IN(1))) return mismatch(n, "source does not broadcast to destination");
+    n->shape = *IN(0);
+    return NULL;
+}
+
+char *shape_silu_backward(Node *n) {
+    if (!shape_eq(IN(0), IN(1))) return mismatch(n, "gradient and input differ in shape");
+    n->shape = *IN(0);
+    return NULL;
+}
+
+/* expand and sum_to: the target shape is set on the node when it is made. */
+char *shape_expand(Node *n) {
+    if (!shape_is_suffix(&n->shape, IN(0))) return mismatch(n, "input is not a suffix of the target shape");
+    return NULL;
+}
+
+char *shape_sum_to(Node *n) {
+    if (!shape_is_suffix(IN(0), &n->shape)) return mismatch(n, "target is not a suffix of the input shape");
+    return NULL;
+}
+
+char *shape_scalar(Node *n) {
+    n->shape = (Shape){0};
+    return NULL;
+}
+
+/* linear(x [..., K], W [N, K]) -> [..., N], as torch.nn.functional.linear without bias. */
+char *shape_linear(Node *n) {
+    const Shape *x = IN(0), *w = IN(1);
+    if (w->rank != 2) return mismatch(n, "weight must be 2-D [out_features, in_features]");
+    if (x->rank < 1 || x->dim[x->rank - 1] != w->dim[1]) return mismatch(n, "last dim of x != in_features of weight");
+    n->shape = *x;
+    n->shape.dim[x->rank - 1] = w->dim[0];
+    return NULL;
+}
+
+/* linear_dx(dy [..., N], W [N, K]) -> [..., K] */
+char *shape_linear_dx(Node *n) {
+    const Shape *dy = IN(0), *w = IN(1);
+    if (w->rank != 2 || dy->dim[dy->rank - 1] != w->dim[0]) return mismatch(n, "last dim of dy != out_features");
+    n->shape = *dy;
+    n->shape.dim[dy->rank - 1] = w->dim[1];
+    return NULL;
+}
+
+/* linear_dw(dy [..., N], x [..., K]) -> [N, K] */
+char *shape_linear_dw(Node *n) {
+    const Shape *dy = IN(0), *x = IN(1);
+    if (shape_numel(dy) / dy->dim[dy->rank - 1] != shape_numel(x) / x->dim[x->rank - 1])
+        return mismatch(n, "dy and x have different numbers of rows");
+    n->shape = shape_make(2, dy->dim[dy->rank - 1], x->dim[x->rank - 1]);
+    return NULL;
+}
+
+/* embedding(W [V, D], ids [...]) -> [..., D] */
+char *shape_embedding(Node *n) {
+    const Shape *w = IN(0), *ids = IN(1);
+    if (w->rank != 2) return mismatch(n, "weight must be 2-D [vocab, dim]");
+    if (ids->rank + 1 > IR_MAX_DIMS) return mismatch(n, "ids have too many dims");
+    if (n->in[1]->dtype != DT_NONE && n->in[1]->dtype != DT_I32) return mismatch(n, "ids must be i32");
+    n->shape = *ids;
+    n->shape.dim[n->shape.rank++] = w->dim[1];
+    return NULL;
+}
+
+/* embedding_backward(dy [..., D], ids [...]) -> [vocab, D] */
+char *shape_embedding_backward(Node *n) {
+    const Shape *dy = IN(0);
+    n->shape = shape_make(2, n->a.vocab, dy->dim[dy->rank - 1]);
+    return NULL;
+}
+
+char *shape_rms_normalize_backward(Node *n) {
+    if (!shape_eq(IN(0), IN(1))) return mismatch(n, "gradient and input differ in shape");
+    n->shape = *IN(0);
+    return NULL;
+}
+
+/* rope(x [B, T, heads*hd], cos [>=T, hd], sin [>=T, hd]) -> x's shape. */
+char *shape_rope(Node *n) {
+    const Shape *x = IN(0), *c = IN(1), *s = IN(2);
+    if (x->rank != 3) return mismatch(n, "x must be [batch, seq, heads*head_dim]");
+    if (n->a.heads <= 0 || x->dim[2] % n->a.heads) return mismatch(n, "last dim of x is not a multiple of heads");
+    int64_t hd = x->dim[2] / n->a.heads;
+    if (hd % 2) return mismatch(n, "head_dim must be even");
+    if (!shape_eq(c, s) || c->rank != 2 || c->dim[1] != hd || c->dim[0] < x->dim[1])
+        return mismatch(n, "cos and sin must be [>= seq, head_dim]");
+    n->shape = *x;
+    return NULL;
+}
+
+/* attention(q [B,T,H*hd], k [B,T,KV*hd], v [B,T,KV*hd]) -> [B,T,H*hd]; part 1: lse [B,H,T]. */
+char *shape_attention(Node *n) {
+    const Shape *q = IN(0), *k = IN(1), *v = IN(2);
+    int h = n->a.heads, kv = n->a.kv_heads;
+    if (q->rank != 3 || k->rank != 3 || !shape_eq(k, v)) return mismatch(n, "q, k, v must be [batch, seq, heads*head_dim]");
+    if (h <= 0 || kv <= 0 || h % kv) return mismatch(n, "heads must be a positive multiple of kv_heads");
+    if (q->dim[2] % h) return mismatch(n, "last dim of q is not a multiple of heads");
+    int64_t hd = q->dim[2] / h;
+    if (k->dim[0] != q->dim[0] || k->dim[1] != q->dim[1] || k->dim[2] != kv * hd)
+        return mismatch(n, "k and v must be [batch, seq, kv_heads*head_dim]");
+    n->shape = *q;
+    return NULL;
+}
+
+char *shape_attention_backward(Node *n) {
+    n->shape = *IN(1);
+    return NULL;
+}
+
+/* cross_entropy(logits [..., V], labels [...]) -> [] (mean over targets not ignored). */
+char *shape_cross_entropy(Node *n) {
+    const Shape *x = IN(0), *t = IN(1);
+    if (x->rank != t->rank + 1 || shape_numel(x) / x->dim[x->rank - 1] != shape_numel(t))
+        return mismatch(n, "labels must have the logits' shape without the last dim");
+    for (int i = 0; i < t->rank; i++)
+        if (t->dim[i] != x->dim[i]) return mismatch(n, "labels must have the logits' shape without the last dim");
+    if (n->in[1]->dtype != DT_NONE && n->in[1]->dtype != DT_I32) return mismatch(n, "labels must be i32");
+    n->shape = (Shape){0};
+    return NULL;
+}
+
+char *shape_cross_entropy_backward(Node *n) {
+    n->shape = *IN(1);
+    return NULL;
+}

@@ -1,0 +1,166 @@
+/* ops: the op table (see ops.h), with the dtype rules, part rules and elementwise math
+ * that are too small for a file of their own. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ir.h"
+#include "op_rules.h"
+
+/* ---- dtype rules: the result dtype once n->compute is known */
+
+static void dtype_of_cast(Node *n) { n->dtype = n->a.to; }
+static void dtype_of_first(Node *n) { n->dtype = n->in[0]->dtype; }
+static void dtype_of_attr(Node *n) { n->dtype = n->a.to; }
+static void dtype_of_second(Node *n) { n->dtype = n->in[1]->dtype; }
+
+/* cross_entropy: log-softmax runs in the logits' dtype (torch passes dtype=x.dtype), so its
+ * output is rounded there; nll then reads it as f32. The loss itself is f32. */
+static void dtype_cross_entropy(Node *n) {
+    n->compute = n->in[0]->dtype;
+    n->dtype = DT_F32;
+}
+
+/* in-place add: computes in the promoted dtype, stores in the destination's. */
+static void dtype_inplace(Node *n) { n->dtype = n->in[0]->dtype; }
+
+static void dtype_part(Node *n) {
+    Node *p = n->in[0];
+    op_info[p->op].part(p, n->a.index, n);
+}
+
+/* ---- part rules: shapes and dtypes of extra outputs */
+
+/* statistics kept for a backward pass: f32, or f64 when the op computes in f64 */
+static DType stats_dtype(const Node *p) { return p->compute == DT_F64 ? DT_F64 : DT_F32; }
+
+static void part_attention(Node *p, int index, Node *part) {
+    /* 1: log-sum-exp of each score row, [B, H, T], kept for the backward pass */
+    (void)index;
+    part->shape = shape_make(3, p->shape.dim[0], (int64_t)p->a.heads, p->shape.dim[1]);
+    part->dtype = part->compute = stats_dtype(p);
+}
+
+static void part_attention_backward(Node *p, int index, Node *part) {
+    /* 1: dk, 2: dv, in the shapes and dtypes of k and v */
+    Node *src = p->in[index + 1];
+    part->shape = src->shape;
+    part->dtype = part->compute = src->dtype;
+}
+
+static void part_cross_entropy(Node *p, int index, Node *part) {
+    /* 1: per row (max, log-sum-exp, loss) of the logits; 2: count of targets not ignored */
+    const Shape *x = &p->in[0]->shape;
+    if (index == 1) part->shape = shape_make(2, shape_numel(x) / x->dim[x->rank - 1], (int64_t)3);
+    else part->shape = (Shape){0};
+    part->dtype = part->compute = stats_dtype(p);
+}
+
+/* ---- elementwise math on doubles (the ref backend rounds the results) */
+
+static double eval_first(const double *x, const Node *n) { (void)n; return x[0]; }
+static double eval_add(const double *x, const Node *n) { (void)n; return x[0] + x[1]; }
+static double eval_mul(const double *x, const Node *n) { (void)n; return x[0] * x[1]; }
+static double eval_scale(const double *x, const Node *n) { return x[0] * n->a.scale; }
+static double eval_silu(const double *x, const Node *n) { (void)n; return x[0] / (1.0 + exp(-x[0])); }
+static double eval_silu_backward(const double *x, const Node *n) {
+    (void)n;
+    double s = 1.0 / (1.0 + exp(-x[1]));
+    return x[0] * s * (1.0 + x[1] * (1.0 - s));
+}
+
+/* ---- the table */
+
+#define B(i) (1u << (i))
+
+const OpInfo op_info[OP_COUNT] = {
+    [OP_INPUT] = {"input", 0, OK_LEAF, PC_NONE, .doc = "a tensor the runtime fills each micro-step (ids, labels)"},
+    [OP_PARAM] = {"param", 0, OK_LEAF, PC_NONE, .doc = "a trained weight, master copy in the policy's master dtype"},
+    [OP_CONST] = {"const", 0, OK_LEAF, PC_NONE, .doc = "a constant table computed once at start (RoPE cos/sin)"},
+    [OP_STATE] = {"state", 0, OK_LEAF, PC_NONE, .doc = "a scalar of the step state (the loss-gradient seed)"},
+    [OP_CAST] = {"cast", 1, OK_ELEMENTWISE, PC_NONE, .float_in = B(0), .shape = shape_same,
+                 .dtype = dtype_of_cast, .grad = grad_cast, .eval = eval_first, .cuda = "$0",
+                 .doc = "round to another dtype"},
+    [OP_TYPE_AS] = {"type_as", 2, OK_ELEMENTWISE, PC_NONE, .float_in = B(0), .shape = shape_same,
+                    .eval = eval_first, .cuda = "$0",
+                    .doc = "cast to the dtype the second input gets (torch's type_as); a cast after precision"},
+    [OP_ADD] = {"add", 2, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0) | B(1), .shape = shape_broadcast,
+                .grad = grad_add, .eval = eval_add, .cuda = "mmc_add($0, $1)", .doc = "a + b"},
+    [OP_ADD_] = {"add_", 2, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0) | B(1), .shape = shape_inplace,
+                 .dtype = dtype_inplace, .grad = grad_add, .eval = eval_add, .cuda = "mmc_add($0, $1)",
+                 .doc = "dst += src: computed in the promoted dtype, stored in dst's (torch add_)"},
+    [OP_MUL] = {"mul", 2, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0) | B(1), .shape = shape_broadcast,
+                .grad = grad_mul, .eval = eval_mul, .cuda = "mmc_mul($0, $1)", .doc = "a * b"},
+    [OP_SCALE] = {"scale", 1, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0), .shape = shape_same,
+                  .grad = grad_scale, .eval = eval_scale, .cuda = "mmc_mul($0, $scale)",
+                  .doc = "x * constant (a Python scalar: keeps x's dtype)"},
+    [OP_SILU] = {"silu", 1, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0), .shape = shape_same,
+                 .grad = grad_silu, .eval = eval_silu, .cuda = "mmc_silu($0)", .doc = "x * sigmoid(x)"},
+    [OP_SILU_BACKWARD] = {"silu_backward", 2, OK_ELEMENTWISE, PC_NONE, .float_in = B(0) | B(1),
+                          .shape = shape_silu_backward, .eval = eval_silu_backward,
+                          .cuda = "mmc_silu_backward($0, $1)", .doc = "dy * silu'(x)"},
+    [OP_EXPAND] = {"expand", 1, OK_ELEMENTWISE, PC_NONE, .float_in = B(0), .shape = shape_expand,
+                   .grad = grad_expand, .eval = eval_first, .cuda = "$0",
+                   .doc = "broadcast to a larger shape"},
+    [OP_GRAD_ACCUMULATE] = {"grad_accumulate", 1, OK_ELEMENTWISE, PC_NONE, .float_in = B(0),
+                            .shape = shape_same, .eval = eval_first, .cuda = "$0",
+                            .doc = "grads[param] += g (the flat gradient buffer)"},
+    [OP_LINEAR] = {"linear", 2, OK_GEMM, PC_LOWER, .float_in = B(0) | B(1), .shape = shape_linear,
+                   .grad = grad_linear, .doc = "x @ W^T (torch.nn.functional.linear, no bias)"},
+    [OP_LINEAR_DX] = {"linear_dx", 2, OK_GEMM, PC_NONE, .float_in = B(0) | B(1), .shape = shape_linear_dx,
+                      .doc = "dy @ W"},
+    [OP_LINEAR_DW] = {"linear_dw", 2, OK_GEMM, PC_NONE, .float_in = B(0) | B(1), .shape = shape_linear_dw,
+                      .doc = "dy^T @ x over all rows"},
+    [OP_EMBEDDING] = {"embedding", 2, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0),
+                      .shape = shape_embedding, .dtype = dtype_of_first, .grad = grad_embedding,
+                      .doc = "rows of W picked by ids"},
+    [OP_EMBEDDING_BACKWARD] = {"embedding_backward", 2, OK_ANCHOR, PC_NONE, .epilogue = 1, .float_in = B(0),
+                               .shape = shape_embedding_backward, .doc = "dW[v] = sum of dy rows whose id is v"},
+    [OP_RMS_NORMALIZE] = {"rms_normalize", 1, OK_ANCHOR, PC_FP32, .prologue = B(0), .epilogue = 1,
+                          .float_in = B(0), .shape = shape_same, .grad = grad_rms_normalize,
+                          .doc = "x * rsqrt(mean(x^2, -1) + eps)"},
+    [OP_RMS_NORMALIZE_BACKWARD] = {"rms_normalize_backward", 2, OK_ANCHOR, PC_NONE, .prologue = B(0) | B(1),
+                                   .epilogue = 1, .float_in = B(0) | B(1),
+                                   .shape = shape_rms_normalize_backward, .doc = "d rms_normalize"},
+    [OP_ROPE] = {"rope", 3, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0) | B(1) | B(2),
+                 .shape = shape_rope, .grad = grad_rope,
+                 .doc = "x*cos + rotate_half(x)*sin per head (MiniMind apply_rotary_pos_emb)"},
+    [OP_ROPE_BACKWARD] = {"rope_backward", 3, OK_ANCHOR, PC_NONE, .epilogue = 1, .float_in = B(0) | B(1) | B(2),
+                          .shape = shape_same, .dtype = dtype_of_attr, .doc = "d rope"},
+    [OP_ATTENTION] = {"attention", 3, OK_ANCHOR, PC_LOWER, .n_parts = 1, .float_in = B(0) | B(1) | B(2),
+                      .shape = shape_attention, .grad = grad_attention, .part = part_attention,
+                      .doc = "softmax(q k^T / sqrt(hd)) v, causal, grouped kv heads (SDPA)"},
+    [OP_ATTENTION_BACKWARD] = {"attention_backward", 6, OK_ANCHOR, PC_NONE, .n_parts = 2,
+                               .float_in = B(0) | B(1) | B(2) | B(3) | B(4), .shape = shape_attention_backward,
+                               .dtype = dtype_of_second, .part = part_attention_backward,
+                               .doc = "dq (parts: dk, dv)"},
+    [OP_CROSS_ENTROPY] = {"cross_entropy", 2, OK_ANCHOR, PC_FOLLOW, .n_parts = 2, .float_in = B(0),
+                          .shape = shape_cross_entropy, .dtype = dtype_cross_entropy,
+                          .grad = grad_cross_entropy, .part = part_cross_entropy,
+                          .doc = "mean over kept targets of -log_softmax(logits)[target]"},
+    [OP_CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward", 5, OK_ANCHOR, PC_NONE, .epilogue = 1,
+                                   .float_in = B(1), .shape = shape_cross_entropy_backward,
+                                   .doc = "d cross_entropy / d logits"},
+    [OP_SUM_TO] = {"sum_to", 1, OK_ANCHOR, PC_NONE, .prologue = B(0), .epilogue = 1, .float_in = B(0),
+                   .shape = shape_sum_to, .grad = grad_sum_to, .doc = "sum over leading dims"},
+    [OP_SUM_ALL] = {"sum_all", 1, OK_ANCHOR, PC_FP32, .prologue = B(0), .float_in = B(0),
+                    .shape = shape_scalar, .grad = grad_sum_all, .doc = "sum of all elements"},
+    [OP_PART] = {"part", 1, OK_PART, PC_NONE, .dtype = dtype_part, .doc = "an extra output of its input"},
+};
+
+Op op_parse(const char *name) {
+    for (int i = 0; i < OP_COUNT; i++)
+        if (strcmp(op_info[i].name, name) == 0) return (Op)i;
+    return OP_COUNT;
+}
+
+static const char *prec_names[PC_COUNT] = {"none", "lower_precision", "fp32", "follow"};
+
+PrecClass prec_class_parse(const char *name) {
+    for (int i = 0; i < PC_COUNT; i++)
+        if (strcmp(prec_names[i], name) == 0) return (PrecClass)i;
+    return PC_COUNT;
+}
+
+const char *prec_class_name(PrecClass c) { return c < PC_COUNT ? prec_names[c] : "?"; }

@@ -1,0 +1,236 @@
+/* pass_fusion: groups nodes into kernels. Matmuls become cuBLASLt calls; every anchor op
+ * (rms_normalize, rope, attention, cross_entropy, ...) is one kernel from its template; the
+ * weight casts of a step share one launch; elementwise ops merge:
+ *  1. into the group of a producer with the same iteration space: an elementwise chain, or
+ *     the epilogue of an anchor (the cast and weight multiply after rms_normalize);
+ *  2. else into a sibling group that reads the same input (SwiGLU's two backward products);
+ *  3. a whole elementwise group into the anchor it feeds, as its prologue (residual add
+ *     before rms_normalize, the gradient sum before rms_normalize_backward).
+ * A merge is made only if the groups stay acyclic: no third group both depends on one and
+ * feeds the other. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+#include "util.h"
+
+typedef struct WGroup {
+    GroupKind kind;
+    Node *anchor;
+    Shape shape;  /* iteration space of an elementwise group */
+    int backward;
+    int *mem;     /* node ids */
+    int n, cap;
+} WGroup;
+
+typedef struct Fuse {
+    Graph *g;
+    Node **by_id;
+    int **cons; /* consumers by node id */
+    int *n_cons, *cap_cons;
+    int *of;    /* node id -> working group, -1 for leaves */
+    int *parent;
+    WGroup *wg;
+    int n_wg, cap_wg;
+    int *seen, stamp;
+    int *stack;
+} Fuse;
+
+static int root(Fuse *f, int x) {
+    while (f->parent[x] != x) x = f->parent[x] = f->parent[f->parent[x]];
+    return x;
+}
+
+static int gof(Fuse *f, const Node *n) { return f->of[n->id] < 0 ? -1 : root(f, f->of[n->id]); }
+
+static int new_group(Fuse *f, GroupKind kind, Node *n) {
+    WGroup w = {kind, NULL, n->shape, n->backward, NULL, 0, 0};
+    if (kind == GK_ANCHOR || kind == GK_GEMM) w.anchor = n;
+    vec_push(f->wg, f->n_wg, f->cap_wg, w);
+    f->parent = xrealloc(f->parent, (size_t)f->n_wg * sizeof(int));
+    f->parent[f->n_wg - 1] = f->n_wg - 1;
+    return f->n_wg - 1;
+}
+
+static void join(Fuse *f, Node *n, int grp) {
+    f->of[n->id] = grp;
+    WGroup *w = &f->wg[grp];
+    vec_push(w->mem, w->n, w->cap, n->id);
+}
+
+/* marks every group downstream of x (not x itself) with the current stamp */
+static void mark_downstream(Fuse *f, int x) {
+    f->stamp++;
+    int sp = 0;
+    f->stack[sp++] = x;
+    while (sp) {
+        int cur = f->stack[--sp];
+        WGroup *w = &f->wg[cur];
+        for (int i = 0; i < w->n; i++) {
+            int id = w->mem[i];
+            for (int k = 0; k < f->n_cons[id]; k++) {
+                int h = gof(f, f->by_id[f->cons[id][k]]);
+                if (h < 0 || h == cur || h == x || f->seen[h] == f->stamp) continue;
+                f->seen[h] = f->stamp;
+                f->stack[sp++] = h;
+            }
+        }
+    }
+}
+
+/* some group of y's inputs (other than x and y) lies downstream of x */
+static int feeds_through(Fuse *f, int x, int y) {
+    mark_downstream(f, x);
+    WGroup *w = &f->wg[y];
+    for (int i = 0; i < w->n; i++) {
+        Node *n = f->by_id[w->mem[i]];
+        for (int k = 0; k < n->n_in; k++) {
+            int h = gof(f, n->in[k]);
+            if (h >= 0 && h != x && h != y && f->seen[h] == f->stamp) return 1;
+        }
+    }
+    return 0;
+}
+
+static int can_merge(Fuse *f, int x, int y) { return x != y && !feeds_through(f, x, y) && !feeds_through(f, y, x); }
+
+static void merge(Fuse *f, int from, int into) {
+    WGroup *a = &f->wg[from], *b = &f->wg[into];
+    for (int i = 0; i < a->n; i++) vec_push(b->mem, b->n, b->cap, a->mem[i]);
+    free(a->mem);
+    a->mem = NULL;
+    a->n = 0;
+    f->parent[from] = into;
+}
+
+/* n depends on the anchor of its group (directly or through other members) */
+static int after_anchor(Fuse *f, const Node *n, const Node *anchor, int grp) {
+    if (n == anchor) return 1;
+    for (int k = 0; k < n->n_in; k++) {
+        const Node *x = n->in[k];
+        if (x->op == OP_PART && x->in[0] == anchor) return 1;
+        if (gof(f, x) == grp && after_anchor(f, x, anchor, grp)) return 1;
+    }
+    return 0;
+}
+
+/* Step 1: may elementwise node e join group h as a chain link or an anchor epilogue? */
+static int fits_producer(Fuse *f, Node *e, int h, Node *via) {
+    WGroup *w = &f->wg[h];
+    if (w->kind == GK_ELEMENTWISE) return shape_eq(&w->shape, &e->shape);
+    if (w->kind != GK_ANCHOR || !op_info[w->anchor->op].epilogue) return 0;
+    if (!shape_eq(&w->anchor->shape, &e->shape)) return 0;
+    if (via->op == OP_PART) return 0; /* extra outputs are not in the epilogue's space */
+    return after_anchor(f, via, w->anchor, h);
+}
+
+static void fuse_elementwise(Fuse *f, Node *e) {
+    int self = f->of[e->id];
+    for (int k = 0; k < e->n_in; k++) {
+        int h = gof(f, e->in[k]);
+        if (h < 0 || h == self || f->wg[h].kind == GK_CAST_PARAMS) continue;
+        if (fits_producer(f, e, h, e->in[k]) && can_merge(f, self, h)) {
+            merge(f, self, h);
+            return;
+        }
+    }
+    for (int k = 0; k < e->n_in; k++) {
+        Node *x = e->in[k];
+        for (int c = 0; c < f->n_cons[x->id]; c++) {
+            Node *sib = f->by_id[f->cons[x->id][c]];
+            if (sib == e || f->of[sib->id] < 0) continue;
+            int h = gof(f, sib);
+            WGroup *w = &f->wg[h];
+            if (h == self || w->kind != GK_ELEMENTWISE || w->backward != e->backward) continue;
+            if (shape_eq(&w->shape, &e->shape) && can_merge(f, self, h)) {
+                merge(f, self, h);
+                return;
+            }
+        }
+    }
+}
+
+/* Step 3: an elementwise group that computes an anchor's input becomes its prologue. */
+static void fuse_prologues(Fuse *f, Node *anchor) {
+    const OpInfo *info = &op_info[anchor->op];
+    for (int i = 0; i < anchor->n_in; i++) {
+        if (!(info->prologue & (1u << i))) continue;
+        int a = gof(f, anchor), h = gof(f, anchor->in[i]);
+        if (h < 0 || h == a || f->wg[h].kind != GK_ELEMENTWISE) continue;
+        if (!shape_eq(&f->wg[h].shape, &anchor->in[i]->shape)) continue;
+        /* every input the anchor can take a prologue on must share that space */
+        int ok = 1;
+        for (int j = 0; j < anchor->n_in; j++)
+            if ((info->prologue & (1u << j)) && !shape_eq(&anchor->in[j]->shape, &f->wg[h].shape)) ok = 0;
+        if (ok && can_merge(f, h, a)) merge(f, h, a);
+    }
+}
+
+void pass_fusion(Graph *g, Program *p) {
+    Fuse f = {0};
+    f.g = g;
+    int ids = g->next_id;
+    f.by_id = xcalloc((size_t)ids, sizeof *f.by_id);
+    f.cons = xcalloc((size_t)ids, sizeof *f.cons);
+    f.n_cons = xcalloc((size_t)ids, sizeof(int));
+    f.cap_cons = xcalloc((size_t)ids, sizeof(int));
+    f.of = xmalloc((size_t)ids * sizeof(int));
+    for (int i = 0; i < ids; i++) f.of[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = g->nodes[i];
+        f.by_id[n->id] = n;
+        for (int k = 0; k < n->n_in; k++) {
+            int x = n->in[k]->id;
+            vec_push(f.cons[x], f.n_cons[x], f.cap_cons[x], n->id);
+        }
+    }
+    int cast_params = -1;
+    p->n_ops_unfused = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = g->nodes[i];
+        OpKind k = op_info[n->op].kind;
+        if (k == OK_LEAF) continue;
+        if (k == OK_PART) {
+            f.of[n->id] = gof(&f, n->in[0]);
+            WGroup *w = &f.wg[f.of[n->id]];
+            vec_push(w->mem, w->n, w->cap, n->id);
+            continue;
+        }
+        p->n_ops_unfused++;
+        if (n->op == OP_CAST && op_info[n->in[0]->op].kind == OK_LEAF) {
+            if (cast_params < 0) cast_params = new_group(&f, GK_CAST_PARAMS, n);
+            join(&f, n, cast_params);
+            continue;
+        }
+        GroupKind kind = k == OK_GEMM ? GK_GEMM : k == OK_ANCHOR ? GK_ANCHOR : GK_ELEMENTWISE;
+        join(&f, n, new_group(&f, kind, n));
+    }
+    f.seen = xcalloc((size_t)f.n_wg + 1, sizeof(int));
+    f.stack = xmalloc(((size_t)f.n_wg + 1) * sizeof(int));
+    for (int i = 0; i < g->n_nodes; i++)
+        if (op_info[g->nodes[i]->op].kind == OK_ELEMENTWISE && f.of[g->nodes[i]->id] >= 0 &&
+            f.wg[f.of[g->nodes[i]->id]].kind == GK_ELEMENTWISE)
+            fuse_elementwise(&f, g->nodes[i]);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (op_info[g->nodes[i]->op].kind == OK_ANCHOR) fuse_prologues(&f, g->nodes[i]);
+
+    /* the program's groups, in order of their first node */
+    int *index = xmalloc((size_t)f.n_wg * sizeof(int));
+    for (int i = 0; i < f.n_wg; i++) index[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = g->nodes[i];
+        n->group = -1;
+        if (f.of[n->id] < 0) continue;
+        int r = root(&f, f.of[n->id]);
+        if (index[r] < 0) {
+            Group *gr = program_add_group(p, f.wg[r].kind, PHASE_MICRO);
+            gr->anchor = f.wg[r].anchor;
+            index[r] = gr->id;
+        }
+        group_add(p->groups[index[r]], n);
+    }
+    for (int i = 0; i < f.n_wg; i++) free(f.wg[i].mem);
+    for (int i = 0; i < ids; i++) free(f.cons[i]);
+    free(index), free(f.wg), free(f.parent), free(f.seen), free(f.stack);
+    free(f.by_id), free(f.cons), free(f.n_cons), free(f.cap_cons), free(f.of);
+}

@@ -1,0 +1,152 @@
+/* pass_memplan: decides where every value that leaves registers lives. Parameters, their
+ * gradients and AdamW moments are flat buffers with one layout, so the optimizer is a flat
+ * loop; weight casts fill the `weights` buffer; the loss and its gradient seed live in the
+ * step state; every other stored value gets an offset in one arena from its lifetime over
+ * the schedule (first writer to last reader), so values that are never alive together
+ * share bytes. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+#include "step_state.h"
+#include "util.h"
+
+enum { ALIGN = 256, PARAM_ALIGN_ELEMS = 16 };
+
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+static int64_t node_bytes(const Node *n) { return shape_numel(&n->shape) * (int64_t)dtype_size(n->dtype); }
+
+/* ---- the arena planner: greedy by size, lowest offset that fits among the live ones */
+
+static int by_size_desc(const void *a, const void *b) {
+    const Interval *x = *(Interval *const *)a, *y = *(Interval *const *)b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    if (x->first != y->first) return x->first - y->first;
+    return x < y ? -1 : x > y;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const Interval *x = *(Interval *const *)a, *y = *(Interval *const *)b;
+    return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+int64_t plan_intervals(Interval *iv, int n, int64_t align) {
+    Interval **sorted = xmalloc((size_t)n * sizeof *sorted), **live = xmalloc((size_t)n * sizeof *live);
+    for (int i = 0; i < n; i++) sorted[i] = &iv[i];
+    qsort(sorted, (size_t)n, sizeof *sorted, by_size_desc);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        Interval *x = sorted[i];
+        int n_live = 0;
+        for (int j = 0; j < i; j++) {
+            Interval *y = sorted[j];
+            if (y->first <= x->last && x->first <= y->last) live[n_live++] = y;
+        }
+        qsort(live, (size_t)n_live, sizeof *live, by_offset);
+        int64_t at = 0;
+        for (int j = 0; j < n_live; j++) {
+            if (live[j]->offset >= at + x->size) break;
+            int64_t end = align_up(live[j]->offset + live[j]->size, align);
+            if (end > at) at = end;
+        }
+        x->offset = at;
+        if (at + x->size > total) total = at + x->size;
+    }
+    free(sorted);
+    free(live);
+    return align_up(total, align);
+}
+
+/* ---- placement */
+
+static int stored(const Node *n, const Program *p, int *last_use, const Graph *g) {
+    (void)p;
+    if (n == g->loss || n->op == OP_GRAD_ACCUMULATE) return 1;
+    if (op_info[n->op].kind == OK_GEMM) return 1;
+    return last_use[n->id] > n->group;
+}
+
+void pass_memplan(Graph *g, Program *p) {
+    int *last_use = xmalloc((size_t)g->next_id * sizeof(int));
+    for (int i = 0; i < g->next_id; i++) last_use[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            Node *x = n->in[k];
+            if (x->group != n->group && n->group > last_use[x->id]) last_use[x->id] = n->group;
+        }
+    }
+    int64_t size[BUF_COUNT] = {0};
+    /* parameters, in declaration order; grads and moments share the layout */
+    size_t master = dtype_size(g->policy.master);
+    int64_t elems = 0;
+    for (int i = 0; i < g->n_params; i++) {
+        Param *pa = &g->params[i];
+        pa->offset = elems;
+        pa->node->buffer = BUF_PARAMS;
+        pa->node->offset = elems * (int64_t)master;
+        elems = align_up(elems + shape_numel(&pa->node->shape), PARAM_ALIGN_ELEMS);
+    }
+    size[BUF_PARAMS] = size[BUF_GRADS] = size[BUF_ADAM_M] = size[BUF_ADAM_V] = elems * (int64_t)master;
+    size[BUF_STATE] = (int64_t)sizeof(MmcStepState);
+    Interval *iv = NULL;
+    Node **iv_node = NULL;
+    int n_iv = 0, cap_iv = 0, cap_ivn = 0, n_ivn = 0;
+    p->arena_unplanned = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = g->nodes[i];
+        n->materialized = 0;
+        switch (n->op) {
+        case OP_PARAM: n->materialized = 1; continue;
+        case OP_INPUT:
+        case OP_CONST: {
+            int b = n->op == OP_INPUT ? BUF_IO : BUF_CONSTS;
+            n->buffer = b;
+            n->offset = size[b];
+            size[b] = align_up(size[b] + node_bytes(n), ALIGN);
+            n->materialized = 1;
+            continue;
+        }
+        case OP_STATE:
+            n->buffer = BUF_STATE;
+            n->offset = (int64_t)offsetof(MmcStepState, loss_seed);
+            n->materialized = 1;
+            continue;
+        default: break;
+        }
+        if (!stored(n, p, last_use, g)) continue;
+        n->materialized = 1;
+        if (n == g->loss) {
+            n->buffer = BUF_STATE;
+            n->offset = (int64_t)offsetof(MmcStepState, loss);
+        } else if (n->op == OP_GRAD_ACCUMULATE) {
+            n->buffer = BUF_GRADS;
+            n->offset = g->params[n->a.param].offset * (int64_t)master;
+        } else if (n->group >= 0 && p->groups[n->group]->kind == GK_CAST_PARAMS) {
+            n->buffer = BUF_WEIGHTS;
+            n->offset = size[BUF_WEIGHTS];
+            size[BUF_WEIGHTS] = align_up(size[BUF_WEIGHTS] + node_bytes(n), ALIGN);
+        } else {
+            n->buffer = BUF_ARENA;
+            Interval x = {align_up(node_bytes(n), ALIGN), n->group, last_use[n->id] < n->group ? n->group : last_use[n->id], 0};
+            vec_push(iv, n_iv, cap_iv, x);
+            vec_push(iv_node, n_ivn, cap_ivn, n);
+            p->arena_unplanned += x.size;
+        }
+    }
+    size[BUF_ARENA] = plan_intervals(iv, n_iv, ALIGN);
+    for (int i = 0; i < n_iv; i++) iv_node[i]->offset = iv[i].offset;
+    /* the grad-norm kernel: one block per chunk of a parameter, partial sums in scratch */
+    p->grad_chunk = 8192;
+    p->n_chunks = 0;
+    for (int i = 0; i < g->n_params; i++)
+        p->n_chunks += (int)((shape_numel(&g->params[i].node->shape) + p->grad_chunk - 1) / p->grad_chunk);
+    /* partial sums [chunks] and norms [params] as doubles, then a non-finite flag per chunk */
+    size[BUF_SCRATCH] = align_up((int64_t)(p->n_chunks + g->n_params) * 8 + (int64_t)p->n_chunks * 4, ALIGN);
+    memcpy(p->buffer_bytes, size, sizeof size);
+    free(iv);
+    free(iv_node);
+    free(last_use);
+}

@@ -1,0 +1,29 @@
+/* passes: each pass takes the graph and rewrites it in place; `mmc compile --dump NAME`
+ * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, fusion,
+ * schedule, memplan. */
+#ifndef MMC_PASSES_H
+#define MMC_PASSES_H
+
+#include "ir.h"
+#include "program.h"
+#include "util.h"
+
+void pass_precision(Graph *g);  /* dtypes from the policy's rules; casts inserted */
+void pass_autodiff(Graph *g);   /* backward nodes from the loss to every parameter */
+void pass_simplify(Graph *g);   /* no-op casts, cast chains, common subexpressions, dead nodes */
+void pass_fusion(Graph *g, Program *p);   /* kernel groups */
+void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
+void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
+
+/* the planner's core, exposed for its property test: places n intervals [first, last] of
+ * size bytes so that no two live at once share a byte; returns the arena size. */
+typedef struct Interval {
+    int64_t size;
+    int first, last;
+    int64_t offset; /* result */
+} Interval;
+int64_t plan_intervals(Interval *iv, int n, int64_t align);
+
+void ir_dump(const Graph *g, const Program *p, const char *title, StrBuf *out);
+
+#endif

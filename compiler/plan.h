@@ -1,0 +1,30 @@
+/* plan: the text file that is the only thing passing from compiler to runtime. A person can
+ * read and diff it: a header (format version, hash of the inputs, graph, policy, config,
+ * training settings), the buffers, the parameters, the leaf tensors, then the schedule:
+ * one `kernel` or `gemm` line per group followed by one `op` line per node it computes.
+ * Every op line carries everything the ref backend needs to execute it. */
+#ifndef MMC_PLAN_H
+#define MMC_PLAN_H
+
+#include "program.h"
+
+#define MMC_PLAN_FORMAT 1
+
+char *plan_hash(const Graph *g); /* hash of the frontend inputs, templates and format */
+char *plan_write(const Graph *g, const Program *p);
+const char *group_kind_name(GroupKind k);
+
+/* A plan read back: the same Graph and Program structures the compiler made. */
+typedef struct Plan {
+    Graph *g;
+    Program *p;
+    Node **by_id;
+    int n_ids;
+    char *path;
+} Plan;
+
+Plan *plan_read(const char *text, const char *path);
+Plan *plan_load(const char *dir); /* reads DIR/plan */
+void plan_free(Plan *pl);
+
+#endif

@@ -1,0 +1,35 @@
+/* program: groups and buffers (see program.h). */
+#include "program.h"
+
+#include <string.h>
+
+#include "util.h"
+
+static const char *buffer_names[BUF_COUNT] = {
+#define X(e, name, doc) name,
+    MMC_BUFFERS(X)
+#undef X
+};
+
+const char *buffer_name(int b) { return b >= 0 && b < BUF_COUNT ? buffer_names[b] : "?"; }
+
+int buffer_parse(const char *name) {
+    for (int i = 0; i < BUF_COUNT; i++)
+        if (strcmp(buffer_names[i], name) == 0) return i;
+    return -1;
+}
+
+Group *program_add_group(Program *p, GroupKind kind, Phase phase) {
+    Group *gr = xcalloc(1, sizeof *gr);
+    gr->id = p->n_groups;
+    gr->kind = kind;
+    gr->phase = phase;
+    gr->grid = gr->grid_y = gr->block = 1;
+    vec_push(p->groups, p->n_groups, p->cap_groups, gr);
+    return gr;
+}
+
+void group_add(Group *gr, Node *n) {
+    vec_push(gr->nodes, gr->n_nodes, gr->cap_nodes, n);
+    n->group = gr->id;
+}

@@ -1,0 +1,100 @@
+/* report: what `mmc compile` prints: parameters, ops before and after fusion, each kernel
+ * with the ops it fuses, the precision table of the forward pass, and the memory plan. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile.h"
+#include "util.h"
+
+static void thousands(StrBuf *o, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    int n = (int)strlen(buf);
+    for (int i = 0; i < n; i++) {
+        sb_appendn(o, &buf[i], 1);
+        if (i < n - 1 && (n - 1 - i) % 3 == 0) sb_append(o, ",");
+    }
+}
+
+static void bytes(StrBuf *o, int64_t b) {
+    if (b >= (1ll << 30)) sb_printf(o, "%.2f GiB", (double)b / (1ll << 30));
+    else if (b >= (1ll << 20)) sb_printf(o, "%.2f MiB", (double)b / (1ll << 20));
+    else sb_printf(o, "%.1f KiB", (double)b / 1024);
+}
+
+char *compile_report(const Graph *g, const Program *p, const char *out_dir) {
+    StrBuf o = {0};
+    sb_printf(&o, "mmc compile %s -> %s\n", g->source, out_dir);
+    sb_printf(&o, "policy %s (%s), rounding %s, master weights %s, loss scaling %s\n", g->policy.name,
+              g->policy.source ? g->policy.source : "-", g->policy.round_eager ? "eager" : "fused",
+              dtype_name(g->policy.master), g->train.loss_scaling ? "on" : "off");
+    int64_t total = 0;
+    for (int i = 0; i < g->n_params; i++) total += shape_numel(&g->params[i].node->shape);
+    sb_append(&o, "\nparameters: ");
+    thousands(&o, total);
+    sb_printf(&o, " in %d tensors\n", g->n_params);
+    for (int i = 0; i < g->n_params; i++) {
+        const Node *n = g->params[i].node;
+        char *s = shape_str(&n->shape);
+        sb_printf(&o, "  %-48s %-12s ", n->name, s);
+        thousands(&o, shape_numel(&n->shape));
+        sb_append(&o, "\n");
+        free(s);
+    }
+    int kernels = 0, gemms = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        if (p->groups[i]->kind == GK_GEMM) gemms++;
+        else kernels++;
+    }
+    sb_printf(&o, "\nops: %d before fusion; after: %d kernels + %d cuBLASLt GEMMs (%d launches a step)\n",
+              p->n_ops_unfused, kernels, gemms, kernels + gemms);
+    for (int i = 0; i < p->n_groups; i++) {
+        const Group *gr = p->groups[i];
+        sb_printf(&o, "  %-56s", gr->kernel);
+        if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " [update]");
+        int casts = 0;
+        for (int k = 0; k < gr->n_nodes; k++) {
+            if (gr->nodes[k]->op == OP_PART) continue;
+            if (gr->kind == GK_CAST_PARAMS) casts++;
+            else sb_printf(&o, " %s", op_info[gr->nodes[k]->op].name);
+        }
+        if (casts) sb_printf(&o, " cast x%d", casts);
+        sb_append(&o, "\n");
+    }
+    /* the precision table: every forward op, with the rule that decided it */
+    int n_casts_rule = 0, n_casts_graph = 0, n_casts_bwd = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        if (n->op != OP_CAST) continue;
+        if (n->backward) n_casts_bwd++;
+        else if (n->explicit_cast) n_casts_graph++;
+        else n_casts_rule++;
+    }
+    sb_printf(&o, "\nprecision: %d casts from rules, %d written in the graph, %d in the backward pass\n", n_casts_rule,
+              n_casts_graph, n_casts_bwd);
+    sb_printf(&o, "  %-46s %-14s %-8s %-8s %s\n", "node", "op", "compute", "storage", "decided by");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        if (n->backward || op_info[n->op].kind == OK_LEAF || n->op == OP_PART) continue;
+        const char *why = n->rule >= 0 ? g->policy.rules[n->rule].where
+                          : n->op == OP_CAST ? (n->explicit_cast ? "the graph" : "rule (input cast)")
+                                             : "native promotion";
+        sb_printf(&o, "  %-46s %-14s %-8s %-8s %s\n", node_label(n), op_info[n->op].name, dtype_name(n->compute),
+                  dtype_name(n->dtype), why);
+    }
+    sb_append(&o, "\nmemory: arena ");
+    bytes(&o, p->buffer_bytes[BUF_ARENA]);
+    sb_append(&o, " planned vs ");
+    bytes(&o, p->arena_unplanned);
+    if (p->arena_unplanned > 0)
+        sb_printf(&o, " unplanned (%.0f%% saved)", 100.0 * (1.0 - (double)p->buffer_bytes[BUF_ARENA] / (double)p->arena_unplanned));
+    sb_append(&o, "\n");
+    for (int b = 0; b < BUF_COUNT; b++) {
+        if (b == BUF_ARENA) continue;
+        sb_printf(&o, "  %-8s ", buffer_name(b));
+        bytes(&o, p->buffer_bytes[b]);
+        sb_append(&o, "\n");
+    }
+    return o.s;
+}

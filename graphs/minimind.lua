@@ -1,0 +1,66 @@
+-- MiniMind2-small (jingyaogong/minimind, model/model_minimind.py, 2025-10): a decoder-only
+-- GPT with RMSNorm, rotary embeddings, grouped-query attention, a SwiGLU MLP and tied
+-- input/output embeddings, under MiniMind's state-dict names: 25,829,888 parameters.
+-- Every op below is the op MiniMind's forward runs, in its order, so that under the default
+-- policy each value has the dtype PyTorch autocast gives it (semantics.md §1.1).
+local cfg = config {
+  vocab = 6400, dim = 512, layers = 8, heads = 8, kv_heads = 2, ffn = 1408,
+  eps = 1e-5, rope_theta = 1e6, pad_id = 0,
+  batch = 64, seq = 512, accumulation = 1,
+}
+local hd = cfg.dim // cfg.heads
+
+local ids    = input("input_ids", {cfg.batch, cfg.seq}, "i32")
+local labels = input("labels", {cfg.batch, cfg.seq}, "i32")
+-- MiniMind ties embed_tokens.weight = lm_head.weight, so the surviving init is nn.Linear's
+local embed = param("model.embed_tokens.weight", {cfg.vocab, cfg.dim}, init.fan_in)
+local cos, sin = rope_tables(cfg.seq, hd, cfg.rope_theta)
+
+-- RMSNorm.forward: self.weight * self._norm(x.float()).type_as(x)
+local function rmsnorm(x, name)
+  local w = param(name .. ".weight", {cfg.dim}, init.ones)
+  local normed = rms_normalize(cast(x, "f32"), cfg.eps, { name = name .. ".normalize" })
+  return mul(w, type_as(normed, x, { name = name .. ".type_as" }), { name = name })
+end
+
+-- nn.Linear(in_features, out_features, bias=False), named after its weight
+local function proj(x, name, out_features, in_features)
+  return linear(x, param(name .. ".weight", {out_features, in_features}, init.fan_in))
+end
+
+local x = embedding(embed, ids, { name = "model.embed_tokens" })
+for i = 0, cfg.layers - 1 do
+  local p = ("model.layers.%d."):format(i)
+  -- self-attention: q, k, v projections, RoPE on q and k, causal SDPA, output projection
+  local h = rmsnorm(x, p .. "input_layernorm")
+  local q = proj(h, p .. "self_attn.q_proj", cfg.heads * hd, cfg.dim)
+  local k = proj(h, p .. "self_attn.k_proj", cfg.kv_heads * hd, cfg.dim)
+  local v = proj(h, p .. "self_attn.v_proj", cfg.kv_heads * hd, cfg.dim)
+  q = rope(q, cos, sin, { heads = cfg.heads, name = p .. "self_attn.rope_q" })
+  k = rope(k, cos, sin, { heads = cfg.kv_heads, name = p .. "self_attn.rope_k" })
+  local a = attention(q, k, v, { heads = cfg.heads, kv_heads = cfg.kv_heads, causal = true,
+                                 name = p .. "self_attn.sdpa" })
+  local o = proj(a, p .. "self_attn.o_proj", cfg.dim, cfg.heads * hd)
+  -- `hidden_states += residual`: in place into the attention output, so the residual
+  -- stream takes its dtype (fp16 under autocast) from here on
+  x = add_(o, x, { name = p .. "residual_attn" })
+  -- MLP: down_proj(silu(gate_proj(x)) * up_proj(x))
+  local n = rmsnorm(x, p .. "post_attention_layernorm")
+  local g = proj(n, p .. "mlp.gate_proj", cfg.ffn, cfg.dim)
+  local u = proj(n, p .. "mlp.up_proj", cfg.ffn, cfg.dim)
+  local m = mul(silu(g, { name = p .. "mlp.act" }), u, { name = p .. "mlp.act_mul" })
+  local d = proj(m, p .. "mlp.down_proj", cfg.dim, cfg.ffn)
+  x = add(x, d, { name = p .. "residual_mlp" })
+end
+local logits = linear(rmsnorm(x, "model.norm"), embed, { name = "lm_head" })
+-- MiniMind's loss: per-token cross-entropy, mean over targets that are not padding
+loss(cross_entropy(logits, labels, { ignore = cfg.pad_id, name = "loss" }))
+
+precision "amp_fp16"
+train {
+  optimizer = adamw { lr = 5e-4, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0.01 },
+  schedule = "minimind_cosine",
+  clip = 1.0,
+  accumulation = cfg.accumulation,
+  loss_scale = { init = 65536, growth = 2, backoff = 0.5, interval = 2000 },
+}

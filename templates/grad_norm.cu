@@ -1,0 +1,66 @@
+// Update phase, kernel 1 of 3: GradScaler.unscale_ + clip_grad_norm_ without writing the
+// gradients. One block per chunk of one parameter: the chunk's sum of squares of the
+// unscaled gradients and whether any gradient is inf/nan. The last block sums the chunks of
+// each parameter in order (torch._foreach_norm), takes the L2 norm of those norms, the clip
+// coefficient and this update's learning rate.
+{{TABLES}}
+extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+    __shared__ double red[32];
+    __shared__ int last, bad_shared;
+    MmcStepState *state = (MmcStepState *)b.state;
+    const {{M}} *grads = (const {{M}} *)b.grads;
+    double *partial = (double *)b.scratch;          // [chunks] sums of squares
+    int *bad = (int *)(partial + {{NCHUNKS}} + {{NPARAMS}}); // [chunks] non-finite seen
+    const float inv_scale = {{SCALING}} ? (float)(1.0 / (double)state->scale) : 1.0f;
+    const int c = blockIdx.x;
+    int param = 0;
+    while ({{P}}_chunk0[param + 1] <= c) param++;
+    const long start = (long)(c - {{P}}_chunk0[param]) * {{CHUNK}};
+    const long end = start + {{CHUNK}} < {{P}}_len[param] ? start + {{CHUNK}} : {{P}}_len[param];
+    double ss = 0;
+    int nonfinite = 0;
+    for (long k = start + threadIdx.x; k < end; k += blockDim.x) {
+        const {{M}} g = grads[{{P}}_start[param] + k];
+        nonfinite |= !isfinite(g);
+        const {{M}} u = inv_scale == 1.0f ? g : g * inv_scale;
+        ss += (double)u * (double)u;
+    }
+    ss = block_sum(ss, red);
+    if (threadIdx.x == 0) bad_shared = 0;
+    __syncthreads();
+    if (nonfinite) bad_shared = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        partial[c] = ss;
+        bad[c] = bad_shared;
+        __threadfence();
+        last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    double *norms = partial + {{NCHUNKS}};
+    int found = 0;
+    for (int p = 0; p < {{NPARAMS}}; p++) {
+        norms[p] = 0;
+        for (int k = {{P}}_chunk0[p]; k < {{P}}_chunk0[p + 1]; k++) {
+            norms[p] += __ldcg(partial + k);
+            found |= __ldcg(bad + k);
+        }
+    }
+    float total_sq = 0;
+    for (int p = 0; p < {{NPARAMS}}; p++) {
+        const float n = (float)sqrt(norms[p]);
+        norms[p] = n;
+        total_sq += n * n;
+    }
+    const float total = sqrtf(total_sq);
+    state->grad_norm = found ? __int_as_float(0x7fc00000) : total;
+    state->found_inf = {{SCALING}} ? (float)found : 0.0f;
+    const float coef = {{CLIP}} > 0 ? (float)({{CLIP}} / ((double)total + 1e-6)) : 1.0f;
+    state->clip_coef = coef < 1.0f ? coef : 1.0f;
+    // MiniMind's schedule: lr/10 + lr/2 (1 + cos(pi s / S)), s = the update's last micro-step
+    const double s = (double)state->update * {{ACCUM}} + ({{ACCUM}} - 1);
+    state->lr = {{COSINE}} ? {{LR}} / 10.0 + 0.5 * {{LR}} * (1.0 + cos(3.14159265358979323846 * s / state->total_micro)) : {{LR}};
+    state->ticket = 0;
+}

@@ -1,0 +1,94 @@
+// ---- prelude: types, loads and stores, rounding, exact arithmetic, math and block
+// reductions shared by every generated kernel. Registers hold float (double under an f64
+// policy); a value is rounded to its storage dtype where the plan says it is stored, and
+// also at every op boundary when the policy rounds as PyTorch eager does.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+struct MmcBuffers {
+    char *io, *params, *weights, *grads, *adam_m, *adam_v, *consts, *state, *scratch, *arena;
+};
+
+__device__ __forceinline__ float ld(const float *p, long i) { return p[i]; }
+__device__ __forceinline__ double ld(const double *p, long i) { return p[i]; }
+__device__ __forceinline__ float ld(const __half *p, long i) { return __half2float(p[i]); }
+__device__ __forceinline__ float ld(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ int ld(const int *p, long i) { return p[i]; }
+
+// loads that bypass L1: values another block wrote in this launch (after a fence)
+__device__ __forceinline__ float ld_cg(const float *p, long i) { return __ldcg(p + i); }
+__device__ __forceinline__ double ld_cg(const double *p, long i) { return __ldcg(p + i); }
+
+// f16 and bf16 are produced from an f32 value, also when registers are double
+__device__ __forceinline__ void st(float *p, long i, double v) { p[i] = (float)v; }
+__device__ __forceinline__ void st(double *p, long i, double v) { p[i] = v; }
+__device__ __forceinline__ void st(__half *p, long i, double v) { p[i] = __float2half_rn((float)v); }
+__device__ __forceinline__ void st(__nv_bfloat16 *p, long i, double v) { p[i] = __float2bfloat16_rn((float)v); }
+
+__device__ __forceinline__ float rd_f32(float v) { return v; }
+__device__ __forceinline__ double rd_f32(double v) { return (double)(float)v; }
+__device__ __forceinline__ double rd_f64(double v) { return v; }
+__device__ __forceinline__ float rd_f16(float v) { return __half2float(__float2half_rn(v)); }
+__device__ __forceinline__ double rd_f16(double v) { return __half2float(__float2half_rn((float)v)); }
+__device__ __forceinline__ float rd_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ double rd_bf16(double v) { return __bfloat162float(__float2bfloat16_rn((float)v)); }
+
+// IEEE operations the compiler may not contract into an FMA, so the result of every op is
+// the one PyTorch's eager kernels give (and the ref backend computes).
+__device__ __forceinline__ float mmc_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double mmc_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float mmc_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double mmc_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float mmc_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mmc_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float mmc_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double mmc_div(double a, double b) { return __ddiv_rn(a, b); }
+
+// torch: x / (1 + exp(-x)) in opmath (ActivationSiluKernel.cu)
+__device__ __forceinline__ float mmc_silu(float x) { return mmc_div(x, mmc_add(1.0f, expf(-x))); }
+__device__ __forceinline__ double mmc_silu(double x) { return x / (1.0 + exp(-x)); }
+// torch: dy * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x))
+__device__ __forceinline__ float mmc_silu_backward(float dy, float x) {
+    float s = mmc_div(1.0f, mmc_add(1.0f, expf(-x)));
+    return mmc_mul(mmc_mul(dy, s), mmc_add(1.0f, mmc_mul(x, mmc_sub(1.0f, s))));
+}
+__device__ __forceinline__ double mmc_silu_backward(double dy, double x) {
+    double s = 1.0 / (1.0 + exp(-x));
+    return dy * s * (1.0 + x * (1.0 - s));
+}
+__device__ __forceinline__ float mmc_exp(float x) { return expf(x); }
+__device__ __forceinline__ double mmc_exp(double x) { return exp(x); }
+__device__ __forceinline__ float mmc_log(float x) { return logf(x); }
+__device__ __forceinline__ double mmc_log(double x) { return log(x); }
+__device__ __forceinline__ float mmc_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double mmc_rsqrt(double x) { return rsqrt(x); }
+
+// Sum over the block, in a fixed order (deterministic). Every thread gets the result.
+// `shared` needs 32 elements; blockDim.x is a multiple of 32.
+template <typename T> __device__ T block_sum(T v, T *shared) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    T total = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += shared[w];
+    return total;
+}
+
+template <typename T> __device__ T block_max(T v, T *shared) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T other = __shfl_xor_sync(0xffffffffu, v, o);
+        v = other > v ? other : v;
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    T m = shared[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = shared[w] > m ? shared[w] : m;
+    return m;
+}
