@@ -9,10 +9,12 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
            -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
 LDLIBS  += $(LUA_LIB) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
 
-SRC     := $(filter-out compiler/main.c,$(wildcard compiler/*.c runtime/*.c))
+SRC     := $(filter-out compiler/main.c,$(wildcard compiler/*.c runtime/*.c tokenizer/*.c))
 OBJ     := $(patsubst %.c,build/obj/%.o,$(SRC)) build/obj/embedded.o
 EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
+
+-include tokenizer/tokenizer.mk
 
 all: mmc
 

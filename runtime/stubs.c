@@ -1,4 +1,3 @@
 #include "cli.h"
 #include "util.h"
 int cmd_train(int argc, char **argv) { (void)argc, (void)argv; die("train: not yet"); }
-int cmd_tokens(int argc, char **argv) { (void)argc, (void)argv; die("tokens: not yet"); }

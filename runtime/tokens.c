@@ -1,0 +1,145 @@
+/* tokens: see tokens.h. Also `mmc tokens FILE`. */
+#include "tokens.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "util.h"
+
+static const char magic[8] = {'m', 'm', 'c', 't', 'o', 'k', 'e', 'n'};
+
+static uint32_t get_u32(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+TokenFile *tokens_open(const char *path, uint32_t model_vocab) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die("%s: cannot open token file: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
+    size_t bytes = (size_t)st.st_size;
+    if (bytes < TOKENS_HEADER_BYTES) die("%s: not a token file (%zu bytes, the header alone is 64)", path, bytes);
+    void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) die("%s: cannot map: %s", path, strerror(errno));
+    const unsigned char *h = map;
+    if (memcmp(h, magic, 8) != 0) die("%s: byte 0: bad magic (not an mmc token file; see README, \"Token files\")", path);
+    uint32_t version = get_u32(h + 8);
+    if (version != TOKENS_VERSION) die("%s: byte 8: format version %u, this mmc reads %d", path, version, TOKENS_VERSION);
+    TokenFile *f = xcalloc(1, sizeof *f);
+    f->path = xstrdup(path);
+    f->vocab = get_u32(h + 12);
+    f->count = get_u64(h + 16);
+    f->row_length = get_u32(h + 24);
+    f->pad_id = get_u32(h + 28);
+    f->map = map;
+    f->map_bytes = bytes;
+    f->ids = (const uint16_t *)(h + TOKENS_HEADER_BYTES);
+    if (f->vocab == 0 || f->vocab > 65536) die("%s: byte 12: vocab size %u (1..65536)", path, f->vocab);
+    if (f->count != (bytes - TOKENS_HEADER_BYTES) / 2 || (bytes - TOKENS_HEADER_BYTES) % 2)
+        die("%s: byte 16: header says %llu tokens but the file holds %zu bytes of tokens", path,
+            (unsigned long long)f->count, bytes - TOKENS_HEADER_BYTES);
+    if (f->row_length && f->count % f->row_length)
+        die("%s: byte 24: %llu tokens are not whole rows of %u", path, (unsigned long long)f->count, f->row_length);
+    uint32_t limit = model_vocab && model_vocab < f->vocab ? model_vocab : f->vocab;
+    for (uint64_t i = 0; i < f->count; i++)
+        if (f->ids[i] >= limit)
+            die("%s: byte %llu: token id %u is >= %s %u", path, (unsigned long long)(TOKENS_HEADER_BYTES + 2 * i),
+                f->ids[i], limit == f->vocab ? "the file's vocab size" : "the model's vocab size", limit);
+    return f;
+}
+
+void tokens_close(TokenFile *f) {
+    if (!f) return;
+    munmap(f->map, f->map_bytes);
+    free(f->path);
+    free(f);
+}
+
+struct TokenWriter {
+    char *path, *tmp;
+    FILE *f;
+    uint32_t vocab, row_length, pad_id;
+    uint64_t count;
+};
+
+TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id) {
+    TokenWriter *w = xcalloc(1, sizeof *w);
+    w->path = xstrdup(path);
+    w->tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    w->f = fopen(w->tmp, "wb");
+    if (!w->f) die("%s: cannot create: %s", w->tmp, strerror(errno));
+    w->vocab = vocab, w->row_length = row_length, w->pad_id = pad_id;
+    unsigned char zero[TOKENS_HEADER_BYTES] = {0};
+    if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) die("%s: write failed", w->tmp);
+    return w;
+}
+
+void tokens_append(TokenWriter *w, const uint16_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= w->vocab) die("%s: token id %u is >= the vocab size %u", w->path, ids[i], w->vocab);
+    unsigned char buf[8192];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; i < n && k + 2 <= sizeof buf; i++, k += 2) buf[k] = (unsigned char)ids[i], buf[k + 1] = (unsigned char)(ids[i] >> 8);
+        if (fwrite(buf, 1, k, w->f) != k) die("%s: write failed: %s", w->tmp, strerror(errno));
+    }
+    w->count += n;
+}
+
+uint64_t tokens_written(const TokenWriter *w) { return w->count; }
+
+void tokens_finish(TokenWriter *w) {
+    unsigned char h[TOKENS_HEADER_BYTES] = {0};
+    memcpy(h, magic, 8);
+    put_u32(h + 8, TOKENS_VERSION);
+    put_u32(h + 12, w->vocab);
+    put_u64(h + 16, w->count);
+    put_u32(h + 24, w->row_length);
+    put_u32(h + 28, w->pad_id);
+    if (w->row_length && w->count % w->row_length) die("%s: %llu tokens are not whole rows of %u", w->path,
+                                                       (unsigned long long)w->count, w->row_length);
+    if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->f) != sizeof h || fflush(w->f) != 0 ||
+        fsync(fileno(w->f)) != 0)
+        die("%s: write failed: %s", w->tmp, strerror(errno));
+    fclose(w->f);
+    if (rename(w->tmp, w->path) != 0) die("%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+    char *dir = path_dirname(w->path);
+    int dfd = open(dir, O_RDONLY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    free(dir);
+    free(w->path), free(w->tmp), free(w);
+}
+
+void tokens_abort(TokenWriter *w) {
+    fclose(w->f);
+    unlink(w->tmp);
+    free(w->path), free(w->tmp), free(w);
+}
+
+int cmd_tokens(int argc, char **argv) {
+    if (argc != 2) die("tokens: usage: mmc tokens FILE");
+    TokenFile *f = tokens_open(argv[1], 0);
+    printf("%s: %llu tokens, vocab %u, pad id %u, ", f->path, (unsigned long long)f->count, f->vocab, f->pad_id);
+    if (f->row_length)
+        printf("%llu rows of %u (seq %u)\n", (unsigned long long)(f->count / f->row_length), f->row_length, f->row_length - 1);
+    else printf("a plain stream (rows cut by the reader)\n");
+    tokens_close(f);
+    return 0;
+}
