@@ -30,14 +30,15 @@ static int dump_here(const char *dump_after, const char *pass, CompileResult *r)
     return 1;
 }
 
-CompileResult compile_graph(const FrontendOptions *opt, const char *dump_after) {
+CompileResult compile_graph(const CompileOptions *opt) {
+    const char *dump_after = opt->dump_after;
     if (dump_after) {
         int ok = 0;
         for (int i = 0; pass_names[i]; i++) ok |= strcmp(pass_names[i], dump_after) == 0;
         if (!ok) die("--dump %s: no such pass (passes: %s)", dump_after, compile_pass_names());
     }
     CompileResult r = {0};
-    r.g = frontend_load(opt);
+    r.g = frontend_load(&opt->front);
     r.g->hash = plan_hash(r.g);
     if (dump_here(dump_after, "frontend", &r)) return r;
     pass_precision(r.g);
@@ -47,7 +48,7 @@ CompileResult compile_graph(const FrontendOptions *opt, const char *dump_after) 
     pass_simplify(r.g);
     if (dump_here(dump_after, "simplify", &r)) return r;
     r.p = xcalloc(1, sizeof *r.p);
-    pass_fusion(r.g, r.p);
+    pass_fusion(r.g, r.p, !opt->no_fusion);
     if (dump_here(dump_after, "fusion", &r)) return r;
     pass_schedule(r.g, r.p);
     if (dump_here(dump_after, "schedule", &r)) return r;

@@ -13,9 +13,14 @@ typedef struct CompileResult {
     char *report;
 } CompileResult;
 
-/* Runs every pass; with dump_after set, stops after that pass and returns its dump in
- * report (kernels and plan NULL). Dies with a located message on bad input. */
-CompileResult compile_graph(const FrontendOptions *opt, const char *dump_after);
+typedef struct CompileOptions {
+    FrontendOptions front;
+    const char *dump_after; /* stop after this pass and return its dump in report */
+    int no_fusion;          /* every op its own kernel (for comparing with the fused plan) */
+} CompileOptions;
+
+/* Runs every pass. Dies with a located message on bad input. */
+CompileResult compile_graph(const CompileOptions *opt);
 const char *compile_pass_names(void);
 char *compile_report(const Graph *g, const Program *p, const char *out_dir);
 

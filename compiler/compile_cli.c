@@ -9,6 +9,7 @@
 #include "util.h"
 
 int cmd_compile(int argc, char **argv) {
+    CompileOptions copt = {0};
     FrontendOptions opt = {0};
     const char *out = NULL, *dump = NULL;
     int quiet = 0, cap = 0;
@@ -20,6 +21,7 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--policy")) opt.policy_path = argv[++i];
         else if (!strcmp(a, "--dump")) dump = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--no-fusion")) copt.no_fusion = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
             const char *eq = strchr(kv, '=');
@@ -31,7 +33,9 @@ int cmd_compile(int argc, char **argv) {
         else die("compile: one graph file at a time (got %s and %s)", opt.graph_path, a);
     }
     if (!opt.graph_path) die("compile: which graph file? usage: mmc compile GRAPH.lua [-o DIR]");
-    CompileResult r = compile_graph(&opt, dump);
+    copt.front = opt;
+    copt.dump_after = dump;
+    CompileResult r = compile_graph(&copt);
     if (dump) {
         fputs(r.report, stdout);
         return 0;

@@ -166,7 +166,7 @@ static void fuse_prologues(Fuse *f, Node *anchor) {
     }
 }
 
-void pass_fusion(Graph *g, Program *p) {
+void pass_fusion(Graph *g, Program *p, int fuse) {
     Fuse f = {0};
     f.g = g;
     int ids = g->next_id;
@@ -207,11 +207,11 @@ void pass_fusion(Graph *g, Program *p) {
     }
     f.seen = xcalloc((size_t)f.n_wg + 1, sizeof(int));
     f.stack = xmalloc(((size_t)f.n_wg + 1) * sizeof(int));
-    for (int i = 0; i < g->n_nodes; i++)
+    for (int i = 0; i < g->n_nodes && fuse; i++)
         if (op_info[g->nodes[i]->op].kind == OK_ELEMENTWISE && f.of[g->nodes[i]->id] >= 0 &&
             f.wg[f.of[g->nodes[i]->id]].kind == GK_ELEMENTWISE)
             fuse_elementwise(&f, g->nodes[i]);
-    for (int i = 0; i < g->n_nodes; i++)
+    for (int i = 0; i < g->n_nodes && fuse; i++)
         if (op_info[g->nodes[i]->op].kind == OK_ANCHOR) fuse_prologues(&f, g->nodes[i]);
 
     /* the program's groups, in order of their first node */

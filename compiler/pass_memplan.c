@@ -1,7 +1,7 @@
 /* pass_memplan: decides where every value that leaves registers lives. Parameters, their
  * gradients and AdamW moments are flat buffers with one layout, so the optimizer is a flat
- * loop; weight casts fill the `weights` buffer; the loss and its gradient seed live in the
- * step state; every other stored value gets an offset in one arena from its lifetime over
+ * loop; weight casts fill the `weights` buffer; the loss-gradient seed lives in the step
+ * state; every other stored value gets an offset in one arena from its lifetime over
  * the schedule (first writer to last reader), so values that are never alive together
  * share bytes. */
 #include <stddef.h>
@@ -118,10 +118,7 @@ void pass_memplan(Graph *g, Program *p) {
         }
         if (!stored(n, p, last_use, g)) continue;
         n->materialized = 1;
-        if (n == g->loss) {
-            n->buffer = BUF_STATE;
-            n->offset = (int64_t)offsetof(MmcStepState, loss);
-        } else if (n->op == OP_GRAD_ACCUMULATE) {
+        if (n->op == OP_GRAD_ACCUMULATE) {
             n->buffer = BUF_GRADS;
             n->offset = g->params[n->a.param].offset * (int64_t)master;
         } else if (n->group >= 0 && p->groups[n->group]->kind == GK_CAST_PARAMS) {
@@ -130,7 +127,9 @@ void pass_memplan(Graph *g, Program *p) {
             size[BUF_WEIGHTS] = align_up(size[BUF_WEIGHTS] + node_bytes(n), ALIGN);
         } else {
             n->buffer = BUF_ARENA;
-            Interval x = {align_up(node_bytes(n), ALIGN), n->group, last_use[n->id] < n->group ? n->group : last_use[n->id], 0};
+            /* the loss stays until the trainer reads it after the micro phase */
+            int last = n == g->loss ? p->n_groups : last_use[n->id] < n->group ? n->group : last_use[n->id];
+            Interval x = {align_up(node_bytes(n), ALIGN), n->group, last, 0};
             vec_push(iv, n_iv, cap_iv, x);
             vec_push(iv_node, n_ivn, cap_ivn, n);
             p->arena_unplanned += x.size;

@@ -91,6 +91,7 @@ static void assign(Ctx *c, Node *n) {
         for (int i = 0; i < n->n_in; i++)
             if ((info->float_in & (1u << i)) && n->in[i]->dtype != target) n->in[i] = make_cast(c, n->in[i], target, n);
     ir_infer_dtype(n);
+    n->dtype = floor_of(pol, n->dtype);
 }
 
 void pass_precision(Graph *g) {

@@ -11,7 +11,7 @@
 void pass_precision(Graph *g);  /* dtypes from the policy's rules; casts inserted */
 void pass_autodiff(Graph *g);   /* backward nodes from the loss to every parameter */
 void pass_simplify(Graph *g);   /* no-op casts, cast chains, common subexpressions, dead nodes */
-void pass_fusion(Graph *g, Program *p);   /* kernel groups */
+void pass_fusion(Graph *g, Program *p, int fuse); /* kernel groups (fuse=0: one op each) */
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
 

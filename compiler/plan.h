@@ -24,7 +24,6 @@ typedef struct Plan {
 } Plan;
 
 Plan *plan_read(const char *text, const char *path);
-Plan *plan_load(const char *dir); /* reads DIR/plan */
-void plan_free(Plan *pl);
+Plan *plan_load(const char *dir); /* reads DIR/plan; plans live as long as the process */
 
 #endif

@@ -104,7 +104,6 @@ char *plan_write(const Graph *g, const Program *p) {
     }
     for (int i = 0; i < g->n_nodes; i++)
         if (op_info[g->nodes[i]->op].kind == OK_LEAF) node_line(&o, "leaf", g->nodes[i]);
-    sb_printf(&o, "loss %%%d\n", g->loss->id);
     for (int i = 0; i < p->n_groups; i++) {
         const Group *gr = p->groups[i];
         const char *kind = gr->kind == GK_GEMM ? "gemm" : "kernel";
@@ -115,6 +114,7 @@ char *plan_write(const Graph *g, const Program *p) {
         sb_append(&o, "\n");
         for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]);
     }
+    sb_printf(&o, "loss %%%d\n", g->loss->id);
     sb_append(&o, "end\n");
     return o.s;
 }

@@ -1,3 +1,7 @@
-#include "cli.h"
+#include "backend.h"
 #include "util.h"
-int cmd_train(int argc, char **argv) { (void)argc, (void)argv; die("train: not yet"); }
+Backend *cuda_backend_create(Plan *pl, char **why) {
+    (void)pl;
+    *why = "this mmc was built without the cuda backend yet";
+    return NULL;
+}

@@ -52,12 +52,13 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     for (int p = 0; p < {{NPARAMS}}; p++) {
         const float n = (float)sqrt(norms[p]);
         norms[p] = n;
-        total_sq += n * n;
+        total_sq = mmc_add(total_sq, mmc_mul(n, n));
     }
     const float total = sqrtf(total_sq);
     state->grad_norm = found ? __int_as_float(0x7fc00000) : total;
     state->found_inf = {{SCALING}} ? (float)found : 0.0f;
-    const float coef = {{CLIP}} > 0 ? (float)({{CLIP}} / ((double)total + 1e-6)) : 1.0f;
+    // torch: max_norm / (total + 1e-6), f32 tensor arithmetic, then clamp(max=1)
+    const float coef = {{CLIP}} > 0 ? mmc_div((float){{CLIP}}, mmc_add(total, 1e-6f)) : 1.0f;
     state->clip_coef = coef < 1.0f ? coef : 1.0f;
     // MiniMind's schedule: lr/10 + lr/2 (1 + cos(pi s / S)), s = the update's last micro-step
     const double s = (double)state->update * {{ACCUM}} + ({{ACCUM}} - 1);

@@ -1,14 +1,13 @@
 /* The step state: every scalar the training step reads or writes, in one struct that lives in
  * device memory on the cuda backend and host memory on the ref backend, so a step needs no
  * host synchronisation. Shared by the C runtime and the generated kernels; the plan places
- * the loss and the loss-gradient seed inside it. Saved verbatim in resume files. */
+ * the loss-gradient seed inside it. Saved verbatim in resume files. */
 #ifndef MMC_STEP_STATE_H
 #define MMC_STEP_STATE_H
 
 typedef struct MmcStepState {
     double lr;            /* learning rate of the update in progress */
     double total_micro;   /* micro-steps in the whole run (the schedule's horizon) */
-    float loss;           /* loss of the last micro-step (cross-entropy mean) */
     float loss_seed;      /* gradient fed to the loss: scale / accumulation */
     float scale;          /* dynamic loss scale (GradScaler._scale) */
     float found_inf;      /* 1 when a gradient of this update is inf or nan */

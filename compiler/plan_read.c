@@ -1,0 +1,299 @@
+/* plan_read: parses a plan back into the Graph and Program structures the compiler made, so
+ * both backends execute exactly what codegen saw. Errors name the plan file and line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "util.h"
+
+typedef struct Reader {
+    const char *path;
+    int line;
+    Plan *pl;
+    int cap_ids;
+} Reader;
+
+static MMC_NORETURN void bad(Reader *r, const char *fmt, const char *arg) {
+    char *w = xasprintf("%s:%d", r->path, r->line);
+    die_at(w, fmt, arg);
+}
+
+/* tokens of a line: words split on spaces; key=value pairs found by key */
+typedef struct Line {
+    char *words[64];
+    int n;
+} Line;
+
+static void split(Reader *r, char *s, Line *l) {
+    l->n = 0;
+    for (char *t = strtok(s, " \t"); t; t = strtok(NULL, " \t")) {
+        if (l->n == 64) bad(r, "too many fields%s", "");
+        l->words[l->n++] = t;
+    }
+}
+
+static const char *field(const Line *l, const char *key) {
+    size_t n = strlen(key);
+    for (int i = 0; i < l->n; i++)
+        if (strncmp(l->words[i], key, n) == 0 && l->words[i][n] == '=') return l->words[i] + n + 1;
+    return NULL;
+}
+
+static const char *need(Reader *r, const Line *l, const char *key) {
+    const char *v = field(l, key);
+    if (!v) bad(r, "missing field %s", key);
+    return v;
+}
+
+static double num(Reader *r, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end) bad(r, "bad number '%s'", s);
+    return v;
+}
+
+static DType dtype_field(Reader *r, const char *s) {
+    DType t = dtype_parse(s);
+    if (t == DT_NONE) bad(r, "unknown dtype '%s'", s);
+    return t;
+}
+
+static Node *node_ref(Reader *r, const char *s) {
+    if (s[0] != '%') bad(r, "bad node reference '%s'", s);
+    long id = strtol(s + 1, NULL, 10);
+    if (id < 0 || id >= r->pl->n_ids || !r->pl->by_id[id]) bad(r, "node %s used before it is defined", s);
+    return r->pl->by_id[id];
+}
+
+static Shape shape_field(Reader *r, const char *s) {
+    Shape sh = {0};
+    if (strcmp(s, "scalar") == 0) return sh;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (sh.rank == IR_MAX_DIMS) bad(r, "too many dims in '%s'", s);
+        sh.dim[sh.rank++] = (int64_t)num(r, t);
+    }
+    free(copy);
+    return sh;
+}
+
+static Node *read_node(Reader *r, const Line *l) {
+    Plan *pl = r->pl;
+    if (l->n < 3) bad(r, "short node line%s", "");
+    long id = strtol(l->words[1] + 1, NULL, 10);
+    Op op = op_parse(l->words[2]);
+    if (op == OP_COUNT) bad(r, "unknown op '%s'", l->words[2]);
+    Node *n = xcalloc(1, sizeof *n);
+    n->id = (int)id;
+    n->op = op;
+    n->group = n->buffer = n->param_index = n->rule = -1;
+    n->where = xstrdup("");
+    const char *in = field(l, "in");
+    if (in) {
+        char *copy = xstrdup(in), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (n->n_in == IR_MAX_INPUTS) bad(r, "too many inputs%s", "");
+            n->in[n->n_in++] = node_ref(r, t);
+        }
+        free(copy);
+    }
+    n->shape = shape_field(r, need(r, l, "shape"));
+    n->dtype = dtype_field(r, need(r, l, "dtype"));
+    const char *c = field(l, "compute");
+    n->compute = c ? dtype_field(r, c) : n->dtype;
+    const char *v;
+    if ((v = field(l, "to"))) n->a.to = dtype_field(r, v);
+    if ((v = field(l, "scale"))) n->a.scale = num(r, v);
+    if ((v = field(l, "eps"))) n->a.eps = num(r, v);
+    if ((v = field(l, "heads"))) n->a.heads = (int)num(r, v);
+    if ((v = field(l, "kv_heads"))) n->a.kv_heads = (int)num(r, v);
+    if ((v = field(l, "causal"))) n->a.causal = (int)num(r, v);
+    if ((v = field(l, "ignore"))) n->a.ignore_index = (int64_t)num(r, v);
+    if ((v = field(l, "index"))) n->a.index = (int)num(r, v);
+    if ((v = field(l, "param"))) n->a.param = (int)num(r, v);
+    if ((v = field(l, "vocab"))) n->a.vocab = (int64_t)num(r, v);
+    if ((v = field(l, "init"))) n->a.init = xstrdup(v);
+    if ((v = field(l, "gen"))) n->a.gen = xstrdup(v);
+    if ((v = field(l, "slot"))) n->a.slot = xstrdup(v);
+    if ((v = field(l, "name"))) n->name = xstrdup(v);
+    if ((v = field(l, "bwd"))) n->backward = 1;
+    if ((v = field(l, "at"))) {
+        const char *plus = strchr(v, '+');
+        char *bufname = plus ? xstrndup(v, (size_t)(plus - v)) : NULL;
+        int b = bufname ? buffer_parse(bufname) : -1;
+        if (b < 0) bad(r, "bad location '%s'", v);
+        free(bufname);
+        n->buffer = b;
+        n->offset = (int64_t)num(r, plus + 1);
+        n->materialized = 1;
+    }
+    if (id >= pl->n_ids) {
+        int old = pl->n_ids;
+        pl->n_ids = (int)id + 1;
+        if (pl->n_ids > r->cap_ids) {
+            r->cap_ids = pl->n_ids * 2;
+            pl->by_id = xrealloc(pl->by_id, (size_t)r->cap_ids * sizeof *pl->by_id);
+        }
+        for (int i = old; i < pl->n_ids; i++) pl->by_id[i] = NULL;
+    }
+    if (pl->by_id[id]) bad(r, "node %s defined twice", l->words[1]);
+    pl->by_id[id] = n;
+    Graph *g = pl->g;
+    vec_push(g->nodes, g->n_nodes, g->cap_nodes, n);
+    if (g->next_id <= n->id) g->next_id = n->id + 1;
+    return n;
+}
+
+static void read_header_fields(Reader *r, const Line *l) {
+    Graph *g = r->pl->g;
+    const char *w = l->words[0];
+    if (!strcmp(w, "graph")) g->name = xstrdup(l->words[1]);
+    else if (!strcmp(w, "source")) g->source = xstrdup(l->words[1]);
+    else if (!strcmp(w, "hash")) g->hash = xstrdup(l->words[1]);
+    else if (!strcmp(w, "policy")) {
+        g->policy.name = xstrdup(need(r, l, "name"));
+        g->policy.round_eager = strcmp(need(r, l, "rounding"), "eager") == 0;
+        g->policy.master = dtype_field(r, need(r, l, "master"));
+        g->policy.source = xstrdup(need(r, l, "source"));
+    } else if (!strcmp(w, "config")) {
+        for (int i = 1; i < l->n; i++) {
+            char *eq = strchr(l->words[i], '=');
+            if (!eq) bad(r, "bad config entry '%s'", l->words[i]);
+            ConfigEntry e = {xstrndup(l->words[i], (size_t)(eq - l->words[i])), 0, NULL};
+            char *end;
+            e.value = strtod(eq + 1, &end);
+            if (*end || end == eq + 1) e.text = xstrdup(eq + 1);
+            vec_push(g->config, g->n_config, g->cap_config, e);
+        }
+    } else if (!strcmp(w, "train")) {
+        TrainConfig *t = &g->train;
+        t->lr = num(r, need(r, l, "lr"));
+        t->beta1 = num(r, need(r, l, "beta1"));
+        t->beta2 = num(r, need(r, l, "beta2"));
+        t->eps = num(r, need(r, l, "eps"));
+        t->weight_decay = num(r, need(r, l, "weight_decay"));
+        t->schedule = xstrdup(need(r, l, "schedule"));
+        t->clip = num(r, need(r, l, "clip"));
+        t->loss_scaling = (int)num(r, need(r, l, "loss_scaling"));
+        t->scale_init = num(r, need(r, l, "scale_init"));
+        t->scale_growth = num(r, need(r, l, "scale_growth"));
+        t->scale_backoff = num(r, need(r, l, "scale_backoff"));
+        t->scale_interval = (int)num(r, need(r, l, "scale_interval"));
+        t->accumulation = (int)num(r, need(r, l, "accumulation"));
+        t->epochs = (int)num(r, need(r, l, "epochs"));
+        t->log_interval = (int)num(r, need(r, l, "log_interval"));
+    } else if (!strcmp(w, "grad_norm")) {
+        r->pl->p->grad_chunk = (int64_t)num(r, need(r, l, "chunk"));
+        r->pl->p->n_chunks = (int)num(r, need(r, l, "chunks"));
+    } else if (!strcmp(w, "buffer")) {
+        if (l->n != 3) bad(r, "bad buffer line%s", "");
+        int b = buffer_parse(l->words[1]);
+        if (b < 0) bad(r, "unknown buffer '%s'", l->words[1]);
+        r->pl->p->buffer_bytes[b] = (int64_t)num(r, l->words[2]);
+    } else {
+        bad(r, "unknown line '%s'", w);
+    }
+}
+
+static GroupKind kind_field(Reader *r, const char *s) {
+    for (int k = GK_ELEMENTWISE; k <= GK_OPTIMIZER; k++)
+        if (!strcmp(group_kind_name((GroupKind)k), s)) return (GroupKind)k;
+    bad(r, "unknown kernel kind '%s'", s);
+}
+
+Plan *plan_read(const char *text, const char *path) {
+    Reader r = {path, 0, xcalloc(1, sizeof(Plan)), 0};
+    Plan *pl = r.pl;
+    pl->path = xstrdup(path);
+    pl->g = ir_graph_new("?", "?");
+    pl->p = xcalloc(1, sizeof *pl->p);
+    Graph *g = pl->g;
+    Group *cur = NULL;
+    int ended = 0;
+    char *copy = xstrdup(text), *save = NULL;
+    char **lines = NULL;
+    int n_lines = 0, cap_lines = 0;
+    for (char *s = strtok_r(copy, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) vec_push(lines, n_lines, cap_lines, s);
+    for (int li = 0; li < n_lines; li++) {
+        r.line = li + 1;
+        Line l;
+        split(&r, lines[li], &l);
+        if (l.n == 0) continue;
+        const char *w = l.words[0];
+        if (li == 0) {
+            if (strcmp(w, "mmc-plan") || l.n != 2) bad(&r, "not an mmc plan (first line must be 'mmc-plan N')%s", "");
+            int v = (int)num(&r, l.words[1]);
+            if (v != MMC_PLAN_FORMAT) {
+                char *m = xasprintf("plan format %d, this mmc reads format %d: recompile with mmc compile", v, MMC_PLAN_FORMAT);
+                bad(&r, "%s", m);
+            }
+            continue;
+        }
+        if (ended) bad(&r, "text after 'end'%s", "");
+        if (!strcmp(w, "leaf")) {
+            read_node(&r, &l);
+        } else if (!strcmp(w, "param")) {
+            if (l.n < 3) bad(&r, "bad param line%s", "");
+            /* the param's node comes later as a leaf line; remember the order now */
+            Param p = {NULL, (int64_t)num(&r, need(&r, &l, "offset"))};
+            vec_push(g->params, g->n_params, g->cap_params, p);
+            const char *nid = need(&r, &l, "node");
+            g->params[g->n_params - 1].node = (Node *)(intptr_t)strtol(nid + 1, NULL, 10); /* resolved below */
+        } else if (!strcmp(w, "loss")) {
+            g->loss = node_ref(&r, l.words[1]);
+        } else if (!strcmp(w, "kernel") || !strcmp(w, "gemm")) {
+            GroupKind k = kind_field(&r, need(&r, &l, "kind"));
+            Phase ph = !strcmp(need(&r, &l, "phase"), "micro") ? PHASE_MICRO : PHASE_UPDATE;
+            cur = program_add_group(pl->p, k, ph);
+            cur->kernel = xstrdup(l.words[1]);
+            cur->grid = (int64_t)num(&r, need(&r, &l, "grid"));
+            cur->grid_y = (int64_t)num(&r, need(&r, &l, "grid_y"));
+            cur->block = (int64_t)num(&r, need(&r, &l, "block"));
+            cur->smem = (int64_t)num(&r, need(&r, &l, "smem"));
+            const char *o = field(&l, "optimizer");
+            if (o) cur->optimizer = xstrdup(o);
+            const char *a = field(&l, "anchor");
+            if (a) cur->anchor = (Node *)(intptr_t)strtol(a + 1, NULL, 10); /* resolved below */
+            else cur->anchor = (Node *)(intptr_t)-1;
+        } else if (!strcmp(w, "op")) {
+            if (!cur) bad(&r, "op line outside a kernel%s", "");
+            Node *n = read_node(&r, &l);
+            group_add(cur, n);
+        } else if (!strcmp(w, "end")) {
+            ended = 1;
+        } else {
+            read_header_fields(&r, &l);
+        }
+    }
+    if (!ended) {
+        r.line = n_lines;
+        bad(&r, "the plan is cut short (no 'end' line)%s", "");
+    }
+    for (int i = 0; i < g->n_params; i++) {
+        long id = (long)(intptr_t)g->params[i].node;
+        if (id < 0 || id >= pl->n_ids || !pl->by_id[id] || pl->by_id[id]->op != OP_PARAM)
+            bad(&r, "a param line names %s, which is no param leaf", xasprintf("%%%ld", id));
+        g->params[i].node = pl->by_id[id];
+        g->params[i].node->param_index = i;
+    }
+    for (int i = 0; i < pl->p->n_groups; i++) {
+        Group *gr = pl->p->groups[i];
+        long id = (long)(intptr_t)gr->anchor;
+        gr->anchor = id >= 0 && id < pl->n_ids ? pl->by_id[id] : NULL;
+    }
+    if (!g->loss) bad(&r, "no loss line%s", "");
+    free(lines);
+    free(copy);
+    return pl;
+}
+
+Plan *plan_load(const char *dir) {
+    char *path = path_join(dir, "plan");
+    char *text = try_read_file(path, NULL);
+    if (!text) die("%s: no plan here (make one with: mmc compile GRAPH.lua -o %s)", path, dir);
+    Plan *pl = plan_read(text, path);
+    free(text);
+    free(path);
+    return pl;
+}

@@ -1,0 +1,248 @@
+/* ref_backend: executes a plan with plain C on the CPU. Buffers are host memory with the
+ * plan's byte layout; each kernel group runs op by op on whole tensors of doubles, rounded
+ * to the kernel's register type after every op, to the storage dtype after every op when
+ * the policy rounds eagerly, and always when a value is stored. So a fused kernel and the
+ * same ops unfused agree bit for bit under eager rounding. The optimizer kernels are
+ * emulated op for op in the master dtype. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ref_ops.h"
+#include "step_state.h"
+#include "util.h"
+
+typedef struct Ref {
+    Backend base;
+    unsigned char *buf[BUF_COUNT];
+    double **val; /* by node id, while a group runs: its values (in-group or loaded) */
+} Ref;
+
+static void ref_write(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
+    Ref *r = (Ref *)b;
+    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
+        die("ref backend: write of %lld bytes at %s+%lld is outside the buffer", (long long)bytes, buffer_name(buffer),
+            (long long)offset);
+    memcpy(r->buf[buffer] + offset, src, (size_t)bytes);
+}
+
+static void ref_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
+    Ref *r = (Ref *)b;
+    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
+        die("ref backend: read of %lld bytes at %s+%lld is outside the buffer", (long long)bytes, buffer_name(buffer),
+            (long long)offset);
+    memcpy(dst, r->buf[buffer] + offset, (size_t)bytes);
+}
+
+static void *at(Ref *r, const Node *n) { return r->buf[n->buffer] + n->offset; }
+
+static double *load(Ref *r, const Node *x) {
+    if (!x->materialized || x->buffer < 0) die("ref backend: %s is read but was never stored", node_label(x));
+    int64_t N = shape_numel(&x->shape);
+    double *v = xmalloc((size_t)N * sizeof *v);
+    const void *p = at(r, x);
+    for (int64_t i = 0; i < N; i++) v[i] = dtype_load(x->dtype, p, (size_t)i);
+    return v;
+}
+
+/* Rounds a computed value and stores it if the plan says so. */
+static void settle(Ref *r, const RefOpCtx *c, const Node *n, double *v) {
+    int64_t N = shape_numel(&n->shape);
+    for (int64_t i = 0; i < N; i++) {
+        v[i] = dtype_round(c->reg, v[i]);
+        if (c->eager) v[i] = dtype_round(n->dtype, v[i]);
+    }
+    if (n->materialized && n->buffer >= 0) {
+        void *p = at(r, n);
+        for (int64_t i = 0; i < N; i++) dtype_store(n->dtype, p, (size_t)i, v[i]);
+    }
+}
+
+static DType group_reg(const Group *gr) {
+    for (int i = 0; i < gr->n_nodes; i++) {
+        const Node *n = gr->nodes[i];
+        if (n->dtype == DT_F64 || n->compute == DT_F64) return DT_F64;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k]->dtype == DT_F64) return DT_F64;
+    }
+    return DT_F32;
+}
+
+static void run_nodes(Ref *r, Group *gr) {
+    const Graph *g = r->base.pl->g;
+    RefOpCtx c = {g->policy.round_eager, group_reg(gr)};
+    int n_loaded = 0;
+    int *loaded = xmalloc((size_t)(gr->n_nodes * IR_MAX_INPUTS + 1) * sizeof *loaded);
+    for (int i = 0; i < gr->n_nodes; i++) {
+        Node *n = gr->nodes[i];
+        if (n->op == OP_PART) continue;
+        double *in[IR_MAX_INPUTS];
+        for (int k = 0; k < n->n_in; k++) {
+            Node *x = n->in[k];
+            if (!r->val[x->id]) {
+                r->val[x->id] = load(r, x);
+                loaded[n_loaded++] = x->id;
+            }
+            in[k] = r->val[x->id];
+        }
+        double *out = xcalloc((size_t)shape_numel(&n->shape) + 1, sizeof *out);
+        double *parts[2] = {NULL, NULL};
+        Node *part_nodes[2] = {NULL, NULL};
+        for (int k = 0; k < gr->n_nodes; k++) {
+            Node *p = gr->nodes[k];
+            if (p->op == OP_PART && p->in[0] == n) {
+                part_nodes[p->a.index - 1] = p;
+                parts[p->a.index - 1] = xcalloc((size_t)shape_numel(&p->shape) + 1, sizeof(double));
+            }
+        }
+        if (n->op == OP_GRAD_ACCUMULATE) {
+            int64_t N = shape_numel(&n->shape);
+            const void *old = at(r, n);
+            for (int64_t e = 0; e < N; e++) out[e] = dtype_load(n->dtype, old, (size_t)e) + in[0][e];
+        } else {
+            ref_compute(&c, n, in, out, parts);
+        }
+        settle(r, &c, n, out);
+        r->val[n->id] = out;
+        for (int k = 0; k < 2; k++)
+            if (part_nodes[k]) {
+                settle(r, &c, part_nodes[k], parts[k]);
+                r->val[part_nodes[k]->id] = parts[k];
+            }
+    }
+    for (int i = 0; i < gr->n_nodes; i++) {
+        free(r->val[gr->nodes[i]->id]);
+        r->val[gr->nodes[i]->id] = NULL;
+    }
+    for (int i = 0; i < n_loaded; i++) {
+        free(r->val[loaded[i]]);
+        r->val[loaded[i]] = NULL;
+    }
+    free(loaded);
+}
+
+/* ---- the update phase, op for op as templates/{grad_norm,adamw,step_finish}.cu */
+
+static void grad_norm(Ref *r) {
+    const Graph *g = r->base.pl->g;
+    const TrainConfig *t = &g->train;
+    DType m = g->policy.master;
+    MmcStepState *s = (MmcStepState *)r->buf[BUF_STATE];
+    const void *grads = r->buf[BUF_GRADS];
+    float inv_scale = t->loss_scaling ? (float)(1.0 / (double)s->scale) : 1.0f;
+    int found = 0;
+    float total_sq = 0;
+    for (int p = 0; p < g->n_params; p++) {
+        int64_t start = g->params[p].offset, len = shape_numel(&g->params[p].node->shape);
+        double ss = 0;
+        for (int64_t k = 0; k < len; k++) {
+            double gv = dtype_load(m, grads, (size_t)(start + k));
+            found |= !isfinite(gv);
+            double u = inv_scale == 1.0f ? gv : dtype_round(m, gv * inv_scale);
+            ss += u * u;
+        }
+        float n = (float)sqrt(ss);
+        total_sq = total_sq + n * n;
+    }
+    float total = sqrtf(total_sq);
+    s->grad_norm = found ? NAN : total;
+    s->found_inf = t->loss_scaling ? (float)found : 0.0f;
+    float coef = t->clip > 0 ? (float)t->clip / (total + 1e-6f) : 1.0f;
+    s->clip_coef = coef < 1.0f ? coef : 1.0f;
+    double step = (double)s->update * t->accumulation + (t->accumulation - 1);
+    s->lr = strcmp(t->schedule, "minimind_cosine") == 0
+                ? t->lr / 10.0 + 0.5 * t->lr * (1.0 + cos(3.14159265358979323846 * step / s->total_micro))
+                : t->lr;
+}
+
+static void adamw(Ref *r) {
+    const Graph *g = r->base.pl->g;
+    const TrainConfig *t = &g->train;
+    DType M = g->policy.master;
+    MmcStepState *s = (MmcStepState *)r->buf[BUF_STATE];
+    void *p = r->buf[BUF_PARAMS], *gr = r->buf[BUF_GRADS], *m = r->buf[BUF_ADAM_M], *v = r->buf[BUF_ADAM_V];
+    int64_t n = r->base.pl->p->buffer_bytes[BUF_PARAMS] / (int64_t)dtype_size(M);
+#define R(x) dtype_round(M, (x))
+    const int skip = s->found_inf != 0.0f;
+    const double lr = s->lr;
+    const int step = s->adam_step + 1;
+    const double inv_scale = t->loss_scaling ? R(1.0 / (double)s->scale) : 1.0;
+    const double coef = s->clip_coef;
+    const double decay = R(1.0 - lr * t->weight_decay);
+    const double bc1 = 1.0 - pow(t->beta1, (double)step), bc2 = 1.0 - pow(t->beta2, (double)step);
+    const double step_size = R(-(lr / bc1)), bc2_sqrt = R(sqrt(bc2));
+    const double w1 = R(1.0 - t->beta1), beta2 = R(t->beta2), w2 = R(1.0 - t->beta2), eps = R(t->eps);
+    for (int64_t i = 0; i < n; i++) {
+        if (!skip) {
+            double gi = dtype_load(M, gr, (size_t)i);
+            if (inv_scale != 1.0) gi = R(gi * inv_scale);
+            gi = R(gi * coef);
+            double pi = R(dtype_load(M, p, (size_t)i) * decay);
+            double mi = dtype_load(M, m, (size_t)i);
+            mi = R(mi + R(w1 * R(gi - mi)));
+            double vi = R(dtype_load(M, v, (size_t)i) * beta2);
+            vi = R(vi + R(R(w2 * gi) * gi));
+            double denom = R(R(R(sqrt(vi)) / bc2_sqrt) + eps);
+            pi = R(pi + R(step_size * R(mi / denom)));
+            dtype_store(M, p, (size_t)i, pi);
+            dtype_store(M, m, (size_t)i, mi);
+            dtype_store(M, v, (size_t)i, vi);
+        }
+        dtype_store(M, gr, (size_t)i, 0.0);
+    }
+#undef R
+}
+
+static void step_finish(Ref *r) {
+    const TrainConfig *t = &r->base.pl->g->train;
+    MmcStepState *s = (MmcStepState *)r->buf[BUF_STATE];
+    int found = s->found_inf != 0.0f;
+    if (t->loss_scaling) {
+        if (found) {
+            s->scale = (float)((double)s->scale * t->scale_backoff);
+            s->growth_tracker = 0;
+        } else if (s->growth_tracker + 1 == t->scale_interval) {
+            float grown = (float)((double)s->scale * t->scale_growth);
+            if (isfinite(grown)) s->scale = grown;
+            s->growth_tracker = 0;
+        } else {
+            s->growth_tracker += 1;
+        }
+    }
+    if (found) s->skipped += 1;
+    else s->adam_step += 1;
+    s->update += 1;
+    s->found_inf = 0.0f;
+    s->loss_seed = (float)((double)s->scale / t->accumulation);
+}
+
+static void ref_run_group(Backend *b, int index) {
+    Ref *r = (Ref *)b;
+    Group *gr = b->pl->p->groups[index];
+    if (gr->kind != GK_OPTIMIZER) run_nodes(r, gr);
+    else if (!strcmp(gr->optimizer, "grad_norm")) grad_norm(r);
+    else if (!strcmp(gr->optimizer, "adamw")) adamw(r);
+    else if (!strcmp(gr->optimizer, "step_finish")) step_finish(r);
+    else die("ref backend: unknown optimizer kernel %s", gr->optimizer);
+}
+
+static void ref_run_phase(Backend *b, Phase phase) {
+    for (int i = 0; i < b->pl->p->n_groups; i++)
+        if (b->pl->p->groups[i]->phase == phase) ref_run_group(b, i);
+}
+
+static void ref_destroy(Backend *b) {
+    Ref *r = (Ref *)b;
+    for (int i = 0; i < BUF_COUNT; i++) free(r->buf[i]);
+    free(r->val);
+    free(r);
+}
+
+Backend *ref_backend_create(Plan *pl) {
+    Ref *r = xcalloc(1, sizeof *r);
+    r->base = (Backend){"ref", pl, ref_write, ref_read, ref_run_group, ref_run_phase, ref_destroy};
+    for (int i = 0; i < BUF_COUNT; i++) r->buf[i] = xcalloc((size_t)pl->p->buffer_bytes[i] + 1, 1);
+    r->val = xcalloc((size_t)pl->g->next_id + 1, sizeof *r->val);
+    return &r->base;
+}

@@ -1,0 +1,255 @@
+/* ref_ops: see ref_ops.h. Plain loops; clarity over speed. */
+#include "ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+double ref_inner_round(const RefOpCtx *c, DType t, double v) { return dtype_round(c->eager ? t : c->reg, v); }
+
+static int64_t last_dim(const Shape *s) { return s->rank ? s->dim[s->rank - 1] : 1; }
+
+static void elementwise(const Node *n, double **in, double *out) {
+    int64_t N = shape_numel(&n->shape);
+    int64_t sz[IR_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++) sz[k] = shape_numel(&n->in[k]->shape);
+    double x[IR_MAX_INPUTS];
+    for (int64_t i = 0; i < N; i++) {
+        for (int k = 0; k < n->n_in; k++) x[k] = in[k][i % sz[k]];
+        out[i] = op_info[n->op].eval(x, n);
+    }
+}
+
+/* y[M,N] = x[M,K] . W[N,K]^T and the two backward products, accumulated in double */
+static void gemm(const Node *n, double **in, double *out) {
+    const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape;
+    if (n->op == OP_LINEAR) {
+        int64_t K = last_dim(a), M = shape_numel(a) / K, N = b->dim[0];
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += in[0][m * K + k] * in[1][j * K + k];
+                out[m * N + j] = s;
+            }
+    } else if (n->op == OP_LINEAR_DX) { /* dx[M,K] = dy[M,N] . W[N,K] */
+        int64_t N = last_dim(a), M = shape_numel(a) / N, K = b->dim[1];
+        memset(out, 0, (size_t)(M * K) * sizeof *out);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < N; j++) {
+                double d = in[0][m * N + j];
+                for (int64_t k = 0; k < K; k++) out[m * K + k] += d * in[1][j * K + k];
+            }
+    } else { /* dW[N,K] = dy[M,N]^T . x[M,K] */
+        int64_t N = last_dim(a), M = shape_numel(a) / N, K = last_dim(b);
+        memset(out, 0, (size_t)(N * K) * sizeof *out);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < N; j++) {
+                double d = in[0][m * N + j];
+                for (int64_t k = 0; k < K; k++) out[j * K + k] += d * in[1][m * K + k];
+            }
+    }
+}
+
+static void rms_normalize(const Node *n, double **in, double *out) {
+    int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in[0] + r * D;
+        double ss = 0;
+        for (int64_t j = 0; j < D; j++) ss += x[j] * x[j];
+        double rs = 1.0 / sqrt(ss / (double)D + n->a.eps);
+        for (int64_t j = 0; j < D; j++) out[r * D + j] = x[j] * rs;
+    }
+}
+
+static void rms_normalize_backward(const Node *n, double **in, double *out) {
+    int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *dy = in[0] + r * D, *x = in[1] + r * D;
+        double ss = 0, sdx = 0;
+        for (int64_t j = 0; j < D; j++) ss += x[j] * x[j], sdx += dy[j] * x[j];
+        double rs = 1.0 / sqrt(ss / (double)D + n->a.eps);
+        double c = sdx / (double)D * rs * rs * rs;
+        for (int64_t j = 0; j < D; j++) out[r * D + j] = rs * dy[j] - x[j] * c;
+    }
+}
+
+/* x [B,T,heads*hd]; cos/sin rows indexed by position t */
+static void rope(const RefOpCtx *c, const Node *n, double **in, double *out) {
+    int64_t row = n->shape.dim[2], hd = row / n->a.heads, half = hd / 2, T = n->shape.dim[1];
+    int64_t N = shape_numel(&n->shape);
+    for (int64_t i = 0; i < N; i++) {
+        int64_t j = i % hd, t = (i / row) % T;
+        double cs = in[1][t * hd + j], sn = in[2][t * hd + j];
+        if (n->op == OP_ROPE) {
+            double xr = j < half ? -in[0][i + half] : in[0][i - half];
+            out[i] = ref_inner_round(c, n->compute, in[0][i] * cs) + ref_inner_round(c, n->compute, xr * sn);
+        } else {
+            int64_t ip = j < half ? i + half : i - half, jp = j < half ? j + half : j - half;
+            double direct = ref_inner_round(c, n->a.to, ref_inner_round(c, n->compute, in[0][i] * cs));
+            double rot = ref_inner_round(c, n->a.to, ref_inner_round(c, n->compute, in[0][ip] * in[2][t * hd + jp]));
+            out[i] = direct + (j < half ? rot : -rot);
+        }
+    }
+}
+
+static void attention(const Node *n, double **in, double *out, double **parts) {
+    const Shape *q = &n->in[0]->shape;
+    int64_t B = q->dim[0], T = q->dim[1], H = n->a.heads, KV = n->a.kv_heads, hd = q->dim[2] / H;
+    double scale = 1.0 / sqrt((double)hd);
+    double *s = xmalloc((size_t)T * sizeof *s);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t kvh = h / (H / KV);
+            for (int64_t i = 0; i < T; i++) {
+                const double *qi = in[0] + (b * T + i) * H * hd + h * hd;
+                int64_t n_keys = n->a.causal ? i + 1 : T;
+                double m = -INFINITY, l = 0;
+                for (int64_t j = 0; j < n_keys; j++) {
+                    const double *kj = in[1] + (b * T + j) * KV * hd + kvh * hd;
+                    double d = 0;
+                    for (int64_t e = 0; e < hd; e++) d += qi[e] * kj[e];
+                    s[j] = d * scale;
+                    if (s[j] > m) m = s[j];
+                }
+                for (int64_t j = 0; j < n_keys; j++) l += s[j] = exp(s[j] - m);
+                double *o = out + (b * T + i) * H * hd + h * hd;
+                for (int64_t e = 0; e < hd; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < n_keys; j++) acc += s[j] * in[2][(b * T + j) * KV * hd + kvh * hd + e];
+                    o[e] = acc / l;
+                }
+                if (parts[0]) parts[0][(b * H + h) * T + i] = m + log(l);
+            }
+        }
+    free(s);
+}
+
+/* in: dO, q, k, v, O, lse; out: dq; parts: dk, dv */
+static void attention_backward(const Node *n, double **in, double *dq, double **parts) {
+    const Shape *q = &n->in[1]->shape;
+    int64_t B = q->dim[0], T = q->dim[1], H = n->a.heads, KV = n->a.kv_heads, hd = q->dim[2] / H;
+    double scale = 1.0 / sqrt((double)hd);
+    double *dk = parts[0], *dv = parts[1];
+    memset(dq, 0, (size_t)shape_numel(q) * sizeof *dq);
+    memset(dk, 0, (size_t)shape_numel(&n->in[2]->shape) * sizeof *dk);
+    memset(dv, 0, (size_t)shape_numel(&n->in[3]->shape) * sizeof *dv);
+    const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *O = in[4], *lse = in[5];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t kvh = h / (H / KV);
+            for (int64_t i = 0; i < T; i++) {
+                const double *qi = Q + (b * T + i) * H * hd + h * hd, *doi = dO + (b * T + i) * H * hd + h * hd;
+                const double *oi = O + (b * T + i) * H * hd + h * hd;
+                double di = 0;
+                for (int64_t e = 0; e < hd; e++) di += doi[e] * oi[e];
+                int64_t n_keys = n->a.causal ? i + 1 : T;
+                for (int64_t j = 0; j < n_keys; j++) {
+                    const double *kj = K + (b * T + j) * KV * hd + kvh * hd, *vj = V + (b * T + j) * KV * hd + kvh * hd;
+                    double sc = 0, dp = 0;
+                    for (int64_t e = 0; e < hd; e++) sc += qi[e] * kj[e], dp += doi[e] * vj[e];
+                    double p = exp(sc * scale - lse[(b * H + h) * T + i]);
+                    double ds = p * (dp - di);
+                    double *dqi = dq + (b * T + i) * H * hd + h * hd;
+                    double *dkj = dk + (b * T + j) * KV * hd + kvh * hd, *dvj = dv + (b * T + j) * KV * hd + kvh * hd;
+                    for (int64_t e = 0; e < hd; e++) {
+                        dqi[e] += ds * kj[e] * scale;
+                        dkj[e] += ds * qi[e] * scale;
+                        dvj[e] += p * doi[e];
+                    }
+                }
+            }
+        }
+}
+
+/* in: logits, labels; out: mean loss; parts: stats [rows,3] (max, log-sum, row loss), count */
+static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
+    const Shape *s = &n->in[0]->shape;
+    int64_t V = last_dim(s), rows = shape_numel(s) / V;
+    double total = 0, kept = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in[0] + r * V;
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < V; j++)
+            if (x[j] > m) m = x[j];
+        for (int64_t j = 0; j < V; j++) sum += exp(x[j] - m);
+        double logsum = log(sum);
+        int64_t t = (int64_t)in[1][r];
+        double loss = 0;
+        if (t != n->a.ignore_index) {
+            loss = dtype_round(c->reg, -ref_inner_round(c, n->compute, (x[t] - m) - logsum));
+            kept += 1;
+        }
+        total += loss;
+        if (parts[0]) parts[0][r * 3] = m, parts[0][r * 3 + 1] = logsum, parts[0][r * 3 + 2] = loss;
+    }
+    /* the template sums in double, then divides in f32 */
+    out[0] = (double)((float)total / (float)kept);
+    if (parts[1]) parts[1][0] = kept;
+}
+
+/* in: dloss, logits, labels, stats, count */
+static void cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out) {
+    const Shape *s = &n->shape;
+    int64_t V = last_dim(s), rows = shape_numel(s) / V;
+    double g = dtype_round(c->reg, in[0][0] / in[4][0]);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = (int64_t)in[2][r];
+        double m = in[3][r * 3], logsum = in[3][r * 3 + 1];
+        double d = t == n->a.ignore_index ? 0.0 : ref_inner_round(c, n->compute, -g);
+        for (int64_t j = 0; j < V; j++) {
+            double lp = ref_inner_round(c, n->compute, (in[1][r * V + j] - m) - logsum);
+            out[r * V + j] = (j == t ? d : 0.0) - exp(lp) * d;
+        }
+    }
+}
+
+static void embedding(const Node *n, double **in, double *out) {
+    int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = (int64_t)in[1][r];
+        memcpy(out + r * D, in[0] + id * D, (size_t)D * sizeof *out);
+    }
+}
+
+static void embedding_backward(const Node *n, double **in, double *out) {
+    int64_t D = n->shape.dim[1], rows = shape_numel(&n->in[1]->shape);
+    memset(out, 0, (size_t)shape_numel(&n->shape) * sizeof *out);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = (int64_t)in[1][r];
+        for (int64_t j = 0; j < D; j++) out[id * D + j] += in[0][r * D + j];
+    }
+}
+
+static void sums(const Node *n, double **in, double *out) {
+    int64_t C = shape_numel(&n->shape), M = shape_numel(&n->in[0]->shape) / C;
+    for (int64_t j = 0; j < C; j++) {
+        double s = 0;
+        for (int64_t m = 0; m < M; m++) s += in[0][m * C + j];
+        out[j] = s;
+    }
+}
+
+void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
+    switch (op_info[n->op].kind) {
+    case OK_ELEMENTWISE: elementwise(n, in, out); return;
+    case OK_GEMM: gemm(n, in, out); return;
+    default: break;
+    }
+    switch (n->op) {
+    case OP_EMBEDDING: embedding(n, in, out); break;
+    case OP_EMBEDDING_BACKWARD: embedding_backward(n, in, out); break;
+    case OP_RMS_NORMALIZE: rms_normalize(n, in, out); break;
+    case OP_RMS_NORMALIZE_BACKWARD: rms_normalize_backward(n, in, out); break;
+    case OP_ROPE:
+    case OP_ROPE_BACKWARD: rope(c, n, in, out); break;
+    case OP_ATTENTION: attention(n, in, out, parts); break;
+    case OP_ATTENTION_BACKWARD: attention_backward(n, in, out, parts); break;
+    case OP_CROSS_ENTROPY: cross_entropy(c, n, in, out, parts); break;
+    case OP_CROSS_ENTROPY_BACKWARD: cross_entropy_backward(c, n, in, out); break;
+    case OP_SUM_TO:
+    case OP_SUM_ALL: sums(n, in, out); break;
+    default: die("ref backend: no implementation of %s", op_info[n->op].name);
+    }
+}

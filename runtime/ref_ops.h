@@ -1,0 +1,20 @@
+/* ref_ops: the math of every op on whole tensors of doubles, for the ref backend. The
+ * results are what the CUDA templates compute; the caller rounds them to the register and
+ * storage dtypes. Anchors round inside where their template does (the log-softmax to its
+ * dtype, each RoPE product to the compute dtype) when the policy rounds eagerly. */
+#ifndef MMC_REF_OPS_H
+#define MMC_REF_OPS_H
+
+#include "ir.h"
+
+typedef struct RefOpCtx {
+    int eager;
+    DType reg; /* F32, or F64 when the kernel's registers are double */
+} RefOpCtx;
+
+/* in[k]: input k's values (numel of its shape); out: the node's values; parts[i-1]: part i */
+void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+/* the value rounded where a template rounds inside an op: to t when eager, else to reg */
+double ref_inner_round(const RefOpCtx *c, DType t, double v);
+
+#endif

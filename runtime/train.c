@@ -1,0 +1,135 @@
+/* train: see train.h. */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "data.h"
+#include "init.h"
+#include "util.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const Node *io_leaf(const Plan *pl, const char *name) {
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+        const Node *n = pl->g->nodes[i];
+        if (n->op == OP_INPUT && n->name && !strcmp(n->name, name)) return n;
+    }
+    die("%s: the plan has no input named %s", pl->path, name);
+}
+
+/* the vocabulary the model can take: rows of every embedding, classes of every loss */
+static uint32_t model_vocab(const Plan *pl) {
+    int64_t v = 0;
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+        const Node *n = pl->g->nodes[i];
+        int64_t k = n->op == OP_EMBEDDING ? n->in[0]->shape.dim[0]
+                    : n->op == OP_CROSS_ENTROPY ? n->in[0]->shape.dim[n->in[0]->shape.rank - 1] : 0;
+        if (k && (!v || k < v)) v = k;
+    }
+    return (uint32_t)v;
+}
+
+double read_loss(Backend *b) {
+    const Node *l = b->pl->g->loss;
+    unsigned char bytes[8];
+    b->read(b, l->buffer, l->offset, bytes, (int64_t)dtype_size(l->dtype));
+    return dtype_load(l->dtype, bytes, 0);
+}
+
+static void duration(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+}
+
+int train_run(const TrainOptions *o) {
+    Plan *pl = plan_load(o->plan_dir);
+    const TrainConfig *t = &pl->g->train;
+    Backend *b = NULL;
+    if (!strcmp(o->backend, "ref")) b = ref_backend_create(pl);
+    else if (!strcmp(o->backend, "cuda")) {
+        char *why = NULL;
+        b = cuda_backend_create(pl, &why);
+        if (!b) die("train: --backend cuda: %s; use --backend ref to train on the CPU", why);
+    } else die("train: unknown backend '%s' (ref, cuda)", o->backend);
+    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
+    int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
+    if (o->batch && o->batch != B)
+        die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
+            pl->path, (long long)B, (long long)o->batch);
+    Batcher *data = batcher_open(o->data, B, T, model_vocab(pl), o->shuffle);
+    int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
+    if (steps < 1) steps = 1;
+    init_params(b, o->seed);
+    init_consts(b);
+    MmcStepState st = init_state(pl, steps);
+    b->write(b, BUF_STATE, 0, &st, sizeof st);
+
+    FILE *metrics = NULL;
+    if (o->out) {
+        make_dirs(o->out);
+        char *mp = path_join(o->out, "metrics.jsonl");
+        metrics = fopen(mp, "w");
+        if (!metrics) die("%s: cannot create", mp);
+        free(mp);
+    }
+    int64_t epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
+    int interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
+    int32_t *ids = xmalloc((size_t)(B * T) * sizeof *ids), *labels = xmalloc((size_t)(B * T) * sizeof *labels);
+    double t0 = now_s(), t_last = t0, loss_sum_interval = 0;
+    int64_t last_logged = 0;
+    for (int64_t u = 0; u < steps; u++) {
+        double loss_update = 0;
+        for (int a = 0; a < t->accumulation; a++) {
+            batcher_next(data, ids, labels);
+            b->write(b, BUF_IO, ids_leaf->offset, ids, B * T * (int64_t)sizeof *ids);
+            b->write(b, BUF_IO, labels_leaf->offset, labels, B * T * (int64_t)sizeof *labels);
+            b->run_phase(b, PHASE_MICRO);
+            loss_update += read_loss(b);
+        }
+        b->run_phase(b, PHASE_UPDATE);
+        b->read(b, BUF_STATE, 0, &st, sizeof st);
+        loss_update /= t->accumulation;
+        loss_sum_interval += loss_update;
+        double now = now_s();
+        if (metrics) {
+            fprintf(metrics,
+                    "{\"update\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %.9g, "
+                    "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f}\n",
+                    (long long)(u + 1), (long long)batcher_epoch(data) + 1, loss_update, st.lr, (double)st.scale,
+                    (double)st.grad_norm, st.skipped, st.growth_tracker, now - t0);
+            fflush(metrics);
+        }
+        if (!o->quiet && ((u + 1) % interval == 0 || u + 1 == steps)) {
+            int64_t n = u + 1 - last_logged;
+            double dt = now - t_last, per_step = dt / (double)n;
+            char eta[32];
+            duration(eta, sizeof eta, per_step * (double)(steps - u - 1));
+            printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f lr %.8f | %.1fK tok/s %.1f ms/step | scale %g grad_norm %.4f "
+                   "skipped %d | ETA %s\n",
+                   (long long)(batcher_epoch(data) + 1 > epochs ? epochs : batcher_epoch(data) + 1), (long long)epochs,
+                   (long long)(u + 1), (long long)steps, loss_sum_interval / (double)n, st.lr,
+                   (double)(n * B * T * t->accumulation) / dt / 1e3, 1e3 * per_step, (double)st.scale,
+                   (double)st.grad_norm, st.skipped, eta);
+            fflush(stdout);
+            loss_sum_interval = 0;
+            last_logged = u + 1;
+            t_last = now;
+        }
+    }
+    if (metrics) fclose(metrics);
+    free(ids), free(labels);
+    batcher_close(data);
+    b->destroy(b);
+    return 0;
+}

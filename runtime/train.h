@@ -1,0 +1,30 @@
+/* train: the training loop, the same for both backends. Each optimizer update runs the
+ * plan's micro phase once per accumulation step (a batch written to the io buffer first),
+ * then the update phase; every scalar of the step lives in the step state on the backend,
+ * and the host reads it only to log. */
+#ifndef MMC_TRAIN_H
+#define MMC_TRAIN_H
+
+#include <stdint.h>
+
+typedef struct TrainOptions {
+    const char *plan_dir;
+    const char *data;
+    const char *backend;  /* "ref" or "cuda" */
+    const char *out;      /* folder for metrics.jsonl and checkpoints, or NULL */
+    const char *resume;   /* a run folder to continue from, or NULL */
+    const char *init;     /* safetensors with MiniMind's names to start from, or NULL */
+    int64_t steps;        /* optimizer updates in the whole run */
+    int64_t batch;        /* must match the plan's batch when given */
+    uint64_t seed;        /* initial weights */
+    uint64_t shuffle;     /* 0: file order */
+    int log_interval;
+    int quiet;
+} TrainOptions;
+
+int train_run(const TrainOptions *o);
+
+struct Backend;
+double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
+
+#endif

@@ -1,0 +1,44 @@
+/* train_cli: `mmc train PLAN_DIR --data FILE ...` (see README, "Training"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train.h"
+#include "util.h"
+
+static int64_t int_arg(const char *opt, const char *v) {
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || end == v || x < 0) die("train: %s needs a non-negative integer, got '%s'", opt, v);
+    return x;
+}
+
+int cmd_train(int argc, char **argv) {
+    TrainOptions o = {0};
+    o.backend = "cuda";
+    o.seed = 1;
+    int backend_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (a[0] == '-' && strcmp(a, "--quiet") && !has) die("train: %s needs a value", a);
+        if (!strcmp(a, "--data")) o.data = argv[++i];
+        else if (!strcmp(a, "--backend")) o.backend = argv[++i], backend_given = 1;
+        else if (!strcmp(a, "--out")) o.out = argv[++i];
+        else if (!strcmp(a, "--resume")) o.resume = argv[++i];
+        else if (!strcmp(a, "--init")) o.init = argv[++i];
+        else if (!strcmp(a, "--steps")) o.steps = int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--batch")) o.batch = int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)int_arg(a, argv[++i]) + 1;
+        else if (!strcmp(a, "--log-interval")) o.log_interval = (int)int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--quiet")) o.quiet = 1;
+        else if (a[0] == '-') die("train: unknown option %s", a);
+        else if (!o.plan_dir) o.plan_dir = a;
+        else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);
+    }
+    (void)backend_given;
+    if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");
+    if (!o.data) die("train: --data FILE is needed (a token file; see README, \"Token files\")");
+    return train_run(&o);
+}
