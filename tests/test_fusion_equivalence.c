@@ -1,0 +1,83 @@
+/* Fused and unfused plans of the same graph give the same results on the ref backend.
+ * Under eager rounding every op rounds to its storage dtype wherever it runs, so the two
+ * must agree bit for bit: loss, every gradient, and the weights and AdamW moments after two
+ * updates. Under "fused" rounding (fp16_wide) values inside a kernel skip the f16 roundings
+ * between ops, so the plans differ by rounding only: loss within 1e-3 relative and
+ * gradients within 3e-2 relative L2 (a few f16 ulps, 2^-10 ~ 1e-3 each, compounded over
+ * a dozen rounding points of a 2-layer net). */
+#include "test_util.h"
+
+#include "init.h"
+#include "train.h"
+
+typedef struct Run {
+    double loss[2];
+    unsigned char *grads, *params, *m, *v;
+    MmcStepState state;
+    int64_t bytes;
+} Run;
+
+static Run run(Plan *pl) {
+    Run r = {0};
+    Backend *b = ref_backend_create(pl);
+    init_consts(b);
+    test_rng = 12345;
+    test_fill(b, 320, 0.1, 1024.0f);
+    MmcStepState st;
+    b->read(b, BUF_STATE, 0, &st, sizeof st);
+    st.scale = 1024.0f, st.total_micro = 10;
+    b->write(b, BUF_STATE, 0, &st, sizeof st);
+    for (int u = 0; u < 2; u++) {
+        b->run_phase(b, PHASE_MICRO);
+        r.loss[u] = read_loss(b);
+        if (u == 0) r.grads = test_buffer(b, BUF_GRADS);
+        b->run_phase(b, PHASE_UPDATE);
+    }
+    r.params = test_buffer(b, BUF_PARAMS);
+    r.m = test_buffer(b, BUF_ADAM_M);
+    r.v = test_buffer(b, BUF_ADAM_V);
+    b->read(b, BUF_STATE, 0, &r.state, sizeof r.state);
+    r.bytes = pl->p->buffer_bytes[BUF_PARAMS];
+    b->destroy(b);
+    return r;
+}
+
+static double rel_l2(const float *a, const float *b, int64_t n) {
+    double d = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
+    return sqrt(d / (s > 0 ? s : 1));
+}
+
+static void compare(const char *policy, int exact) {
+    Plan *fused = test_compile("graphs/tiny.lua", policy, NULL, 1);
+    Plan *unfused = test_compile("graphs/tiny.lua", policy, NULL, 0);
+    int kf = fused->p->n_groups, ku = unfused->p->n_groups;
+    CHECK(kf < ku, "%s: fusion should make fewer kernels (%d fused, %d unfused)", policy, kf, ku);
+    Run a = run(fused), b = run(unfused);
+    CHECK(a.bytes == b.bytes, "%s: parameter layouts differ", policy);
+    if (exact) {
+        CHECK(a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1], "%s: loss %.9g/%.9g fused vs %.9g/%.9g unfused", policy,
+              a.loss[0], a.loss[1], b.loss[0], b.loss[1]);
+        CHECK(!memcmp(a.grads, b.grads, (size_t)a.bytes), "%s: gradients differ", policy);
+        CHECK(!memcmp(a.params, b.params, (size_t)a.bytes), "%s: weights after two updates differ", policy);
+        CHECK(!memcmp(a.m, b.m, (size_t)a.bytes) && !memcmp(a.v, b.v, (size_t)a.bytes), "%s: AdamW moments differ", policy);
+        CHECK(!memcmp(&a.state, &b.state, sizeof a.state), "%s: step states differ", policy);
+    } else {
+        int64_t n = a.bytes / 4;
+        double dl = fabs(a.loss[0] - b.loss[0]) / fabs(b.loss[0]);
+        double dg = rel_l2((float *)a.grads, (float *)b.grads, n);
+        CHECK(dl < 1e-3, "%s: loss %.9g fused vs %.9g unfused", policy, a.loss[0], b.loss[0]);
+        CHECK(dg < 3e-2, "%s: gradients differ by %.3g relative L2", policy, dg);
+        printf("  %s: loss differs by %.2g, gradients by %.2g relative L2\n", policy, dl, dg);
+    }
+    printf("  %-10s %d kernels fused, %d unfused: %s\n", policy, kf, ku, exact ? "bit-identical" : "within tolerance");
+}
+
+int main(void) {
+    compare("amp_fp16", 1);
+    compare("fp32", 1);
+    compare("amp_bf16", 1);
+    compare("fp64", 1);
+    compare("fp16_wide", 0);
+    return test_done("test_fusion_equivalence");
+}
