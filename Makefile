@@ -9,7 +9,8 @@ CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
            -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
 LDLIBS  += $(LUA_LIB) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
 
-SRC     := $(filter-out compiler/main.c,$(wildcard compiler/*.c runtime/*.c tokenizer/*.c))
+MODULES ?= compiler runtime tokenizer
+SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES))))
 OBJ     := $(patsubst %.c,build/obj/%.o,$(SRC)) build/obj/embedded.o
 EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
@@ -38,7 +39,7 @@ build/obj/embedded.o: build/embedded.c
 
 build/tests/%: tests/%.c $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 GENERATED := minimind
 generate: mmc
