@@ -184,8 +184,8 @@ static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double 
         total += loss;
         if (parts[0]) parts[0][r * 3] = m, parts[0][r * 3 + 1] = logsum, parts[0][r * 3 + 2] = loss;
     }
-    /* the template sums in double, then divides in f32 */
-    out[0] = (double)((float)total / (float)kept);
+    /* the template sums in double, then divides in the register type */
+    out[0] = dtype_round(c->reg, dtype_round(c->reg, total) / dtype_round(c->reg, kept));
     if (parts[1]) parts[1][0] = kept;
 }
 

@@ -41,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     total = block_sum(total, dred);
     kept = block_sum(kept, dred);
     if (threadIdx.x == 0) {
-        st({{LOSS}}, 0, mmc_div((float)total, (float)kept));
+        st({{LOSS}}, 0, mmc_div(({{R}})total, ({{R}})kept));
         st({{COUNT}}, 0, kept);
         state->ticket = 0;
     }
