@@ -14,6 +14,7 @@ SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES)))
 OBJ     := $(patsubst %.c,build/obj/%.o,$(SRC)) build/obj/embedded.o
 EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
+GPU_TESTS := $(patsubst tests/gpu/%.c,build/gpu/%,$(wildcard tests/gpu/test_*.c))
 
 -include tokenizer/tokenizer.mk
 
@@ -41,15 +42,23 @@ build/tests/%: tests/%.c $(OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-GENERATED := minimind
+build/gpu/%: tests/gpu/%.c $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
 generate: mmc
 	./mmc compile graphs/minimind.lua -o generated/minimind --quiet
 
 test: mmc $(TESTS)
 	bash tests/run.sh
 
+# on a machine with a GPU (see tests/gpu/run.sh)
+gpu-tests: mmc $(GPU_TESTS)
+test-gpu: gpu-tests
+	bash tests/gpu/run.sh
+
 clean:
 	rm -rf build mmc
 
-.PHONY: all generate test clean
+.PHONY: all generate test gpu-tests test-gpu clean
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -110,6 +110,11 @@ char *plan_write(const Graph *g, const Program *p) {
         sb_printf(&o, "%s %s kind=%s phase=%s grid=%lld grid_y=%lld block=%lld smem=%lld", kind, gr->kernel,
                   group_kind_name(gr->kind), phase_name(gr->phase), (long long)gr->grid, (long long)gr->grid_y, (long long)gr->block, (long long)gr->smem);
         if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " optimizer=%s", gr->optimizer);
+        if (gr->kind == GK_GEMM) {
+            GemmShape s = gemm_shape(gr->anchor);
+            sb_printf(&o, " m=%lld n=%lld k=%lld layout=%c%c", (long long)s.m, (long long)s.n, (long long)s.k,
+                      s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N');
+        }
         if (gr->anchor) sb_printf(&o, " anchor=%%%d", gr->anchor->id);
         sb_append(&o, "\n");
         for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]);

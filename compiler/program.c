@@ -29,6 +29,20 @@ Group *program_add_group(Program *p, GroupKind kind, Phase phase) {
     return gr;
 }
 
+GemmShape gemm_shape(const Node *n) {
+    const Shape *x = &n->in[0]->shape, *y = &n->in[1]->shape;
+    int64_t rows = shape_numel(x) / x->dim[x->rank - 1];
+    GemmShape g = {0};
+    g.a = n->in[0], g.b = n->in[1];
+    switch (n->op) {
+    case OP_LINEAR: g.m = rows, g.n = y->dim[0], g.k = x->dim[x->rank - 1], g.trans_b = 1; break;
+    case OP_LINEAR_DX: g.m = rows, g.n = y->dim[1], g.k = x->dim[x->rank - 1]; break;
+    case OP_LINEAR_DW: g.m = x->dim[x->rank - 1], g.n = y->dim[y->rank - 1], g.k = rows, g.trans_a = 1; break;
+    default: die("internal error: %s is not a GEMM", op_info[n->op].name);
+    }
+    return g;
+}
+
 void group_add(Group *gr, Node *n) {
     vec_push(gr->nodes, gr->n_nodes, gr->cap_nodes, n);
     n->group = gr->id;

@@ -67,6 +67,16 @@ typedef struct Program {
 } Program;
 
 Group *program_add_group(Program *p, GroupKind kind, Phase phase);
+
+/* A GEMM node as row-major C[m, n] = sum over k of A . B, with A [m, k] or (transposed)
+ * [k, m] and B [k, n] or [n, k]: linear is x . W^T (layout "NT"), linear_dx dy . W ("NN"),
+ * linear_dw dy^T . x ("TN"). */
+typedef struct GemmShape {
+    int64_t m, n, k;
+    int trans_a, trans_b;
+    const Node *a, *b;
+} GemmShape;
+GemmShape gemm_shape(const Node *n);
 void group_add(Group *gr, Node *n);
 
 #endif

@@ -28,13 +28,40 @@ static const char *include_option(void) {
     return opt;
 }
 
-const char *nvrtc_options_key(void) {
-    static char *key;
-    if (!key) key = xasprintf("-std=c++17 -default-device %s", include_option());
-    return key;
+static char *cache_dir(void) {
+    const char *c = getenv("MMC_CACHE");
+    if (c && *c) return xstrdup(c);
+    const char *home = getenv("HOME");
+    return xasprintf("%s/.cache/mmc", home && *home ? home : "/tmp");
 }
 
-int nvrtc_version(int *major, int *minor) { return nvrtcVersion(major, minor) == NVRTC_SUCCESS; }
+void *nvrtc_compile_cached(const char *source, const char *source_name, const char *arch, size_t *size, int *hit) {
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    Sha256 h;
+    sha256_init(&h);
+    char ver[64];
+    snprintf(ver, sizeof ver, "nvrtc %d.%d", major, minor);
+    const char *parts[] = {source, arch, ver, include_option()};
+    for (int i = 0; i < 4; i++) sha256_update(&h, parts[i], strlen(parts[i]) + 1);
+    for (size_t i = 0; i < sizeof base_options / sizeof base_options[0]; i++)
+        sha256_update(&h, base_options[i], strlen(base_options[i]) + 1);
+    char hex[65];
+    sha256_hex(&h, hex);
+    char *dir = cache_dir();
+    char *path = xasprintf("%s/%s.cubin", dir, hex);
+    void *cubin = try_read_file(path, size);
+    *hit = cubin != NULL && *size > 0;
+    if (!*hit) {
+        free(cubin);
+        cubin = nvrtc_compile(source, source_name, arch, size);
+        make_dirs(dir);
+        write_file_atomic(path, cubin, *size);
+    }
+    free(dir);
+    free(path);
+    return cubin;
+}
 
 /* The kernel a source line belongs to: the last "// ---- NAME" marker above it. */
 static char *kernel_at_line(const char *src, long line) {

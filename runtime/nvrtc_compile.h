@@ -7,8 +7,9 @@
 
 /* arch: "sm_90", "sm_80", ... Returns the cubin (caller frees). */
 void *nvrtc_compile(const char *source, const char *source_name, const char *arch, size_t *size);
-/* The options the compile uses, as one string (part of the cubin cache key). */
-const char *nvrtc_options_key(void);
-int nvrtc_version(int *major, int *minor);
+/* The same through a disk cache of cubins: $MMC_CACHE, else ~/.cache/mmc, one file per hash
+ * of source + arch + NVRTC version + options, written to a temp file and renamed. Sets
+ * *hit when the cubin came from the cache. */
+void *nvrtc_compile_cached(const char *source, const char *source_name, const char *arch, size_t *size, int *hit);
 
 #endif

@@ -1,16 +1,11 @@
-// ---- prelude: types, loads and stores, rounding, exact arithmetic, math and block
-// reductions shared by every generated kernel. Registers hold float (double under an f64
+// ---- prelude: loads and stores, rounding, exact arithmetic, math and block reductions
+// shared by every generated kernel (codegen writes struct MmcBuffers, the kernels' one
+// argument, above it from the plan's buffer table). Registers hold float (double under an f64
 // policy); a value is rounded to its storage dtype where the plan says it is stored, and
 // also at every op boundary when the policy rounds as PyTorch eager does.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
-
-struct MmcBuffers {
-    char *io, *params, *weights, *grads, *adam_m, *adam_v, *consts, *state, *scratch, *arena;
-};
 
 __device__ __forceinline__ float ld(const float *p, long i) { return p[i]; }
 __device__ __forceinline__ double ld(const double *p, long i) { return p[i]; }

@@ -1,0 +1,259 @@
+/* cuda_backend: runs a plan on a GPU. At creation it checks the plan against its kernels.cu
+ * (the hash codegen wrote into both), compiles kernels.cu with NVRTC for this GPU's arch
+ * (through the disk cache), loads the cubin with the runtime's library API (so mmc needs no
+ * libcuda at link time and starts on machines without a driver), allocates every buffer
+ * once and builds a cuBLASLt matmul for each GEMM: fp16/bf16 inputs, fp32 compute, no
+ * reduction in a reduced precision. A phase is its kernels and GEMMs launched in order on
+ * one stream; after a first run each phase is captured as a CUDA graph and replayed. */
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "nvrtc_compile.h"
+#include "util.h"
+
+#define CUDA_CHECK(call, what)                                                                   \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) die("cuda: %s: %s (%s)", what, cudaGetErrorString(e_), #call);   \
+    } while (0)
+#define LT_CHECK(call, what)                                                                   \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS) die("cublasLt: %s: status %d (%s)", what, (int)s_, #call); \
+    } while (0)
+
+enum { WORKSPACE_BYTES = 32 << 20 };
+
+typedef struct Gemm {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+    const Node *out, *in_a, *in_b; /* in the column-major call: A = in_a, B = in_b */
+    int f64;
+} Gemm;
+
+typedef struct Cuda {
+    Backend base;
+    struct cudaDeviceProp prop;
+    cudaStream_t stream;
+    char *buf[BUF_COUNT]; /* device memory; also the kernels' MmcBuffers argument, in order */
+    cudaLibrary_t lib;
+    cudaKernel_t *kernel; /* by group; NULL for GEMMs */
+    Gemm *gemm;           /* by group */
+    cublasLtHandle_t lt;
+    void *workspace;
+    cudaGraphExec_t graph[2]; /* by phase, once captured */
+    int runs[2];
+    int debug;            /* MMC_SYNC=1: synchronise after every launch and name the failing one */
+} Cuda;
+
+static cudaDataType_t cuda_type(DType t) {
+    switch (t) {
+    case DT_F16: return CUDA_R_16F;
+    case DT_BF16: return CUDA_R_16BF;
+    case DT_F32: return CUDA_R_32F;
+    case DT_F64: return CUDA_R_64F;
+    default: die("cuda: no GEMM type for %s", dtype_name(t));
+    }
+}
+
+static void *dptr(Cuda *c, const Node *n) { return c->buf[n->buffer] + n->offset; }
+
+/* Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T op(A)^T: cuBLASLt's
+ * first operand is our B, its second our A, and each keeps its own transpose flag. */
+static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
+    GemmShape s = gemm_shape(n);
+    g->out = n;
+    g->in_a = s.b, g->in_b = s.a;
+    g->f64 = n->compute == DT_F64;
+    cublasComputeType_t compute = g->f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cudaDataType_t scale = g->f64 ? CUDA_R_64F : CUDA_R_32F;
+    LT_CHECK(cublasLtMatmulDescCreate(&g->desc, compute, scale), "matmul descriptor");
+    /* column-major: the first operand is our B stored [n,k] (trans_b) or [k,n] */
+    cublasOperation_t op_first = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_second = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "transa");
+    LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "transb");
+    /* our B as stored: [n,k] row-major = k x n column-major (ld k), or [k,n] = n x k (ld n) */
+    uint64_t b_rows = s.trans_b ? (uint64_t)s.k : (uint64_t)s.n, b_cols = s.trans_b ? (uint64_t)s.n : (uint64_t)s.k;
+    uint64_t a_rows = s.trans_a ? (uint64_t)s.m : (uint64_t)s.k, a_cols = s.trans_a ? (uint64_t)s.k : (uint64_t)s.m;
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->a, cuda_type(s.b->dtype), b_rows, b_cols, (int64_t)b_rows), "layout B");
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->b, cuda_type(s.a->dtype), a_rows, a_cols, (int64_t)a_rows), "layout A");
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->c, cuda_type(n->dtype), (uint64_t)s.n, (uint64_t)s.m, s.n), "layout C");
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    uint64_t ws = WORKSPACE_BYTES;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    /* partial sums of a split reduction are kept in the compute type, never in fp16 */
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+             "reduction schemes");
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, 1, &result, &found), "heuristic");
+    if (!found) die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n,
+                    (long long)s.k);
+    g->algo = result.algo;
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
+static void run_gemm(Cuda *c, Gemm *g) {
+    float one = 1.0f, zero = 0.0f;
+    double one64 = 1.0, zero64 = 0.0;
+    LT_CHECK(cublasLtMatmul(c->lt, g->desc, g->f64 ? (void *)&one64 : (void *)&one, dptr(c, g->in_a), g->a,
+                            dptr(c, g->in_b), g->b, g->f64 ? (void *)&zero64 : (void *)&zero, dptr(c, g->out), g->c,
+                            dptr(c, g->out), g->c, &g->algo, c->workspace, WORKSPACE_BYTES, c->stream),
+             node_label(g->out));
+}
+
+static void cuda_run_group(Backend *b, int index) {
+    Cuda *c = (Cuda *)b;
+    Group *gr = b->pl->p->groups[index];
+    if (gr->kind == GK_GEMM) {
+        run_gemm(c, &c->gemm[index]);
+    } else {
+        dim3 grid = {(unsigned)gr->grid, (unsigned)gr->grid_y, 1}, block = {(unsigned)gr->block, 1, 1};
+        void *args[] = {c->buf};
+        CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, (size_t)gr->smem, c->stream),
+                   gr->kernel);
+    }
+    if (c->debug) {
+        cudaError_t e = cudaStreamSynchronize(c->stream);
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess) die("cuda: %s failed: %s", gr->kernel, cudaGetErrorString(e));
+    }
+}
+
+static void launch_phase(Cuda *c, Phase phase) {
+    for (int i = 0; i < c->base.pl->p->n_groups; i++)
+        if (c->base.pl->p->groups[i]->phase == phase) cuda_run_group(&c->base, i);
+}
+
+/* The first run of a phase launches its kernels one by one (so a failure names its kernel);
+ * the second captures them as a graph; later runs replay it. */
+static void cuda_run_phase(Backend *b, Phase phase) {
+    Cuda *c = (Cuda *)b;
+    if (c->graph[phase]) {
+        CUDA_CHECK(cudaGraphLaunch(c->graph[phase], c->stream), "graph launch");
+        return;
+    }
+    if (c->runs[phase]++ == 0 || c->debug) {
+        launch_phase(c, phase);
+        CUDA_CHECK(cudaGetLastError(), "launch");
+        return;
+    }
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+    launch_phase(c, phase);
+    CUDA_CHECK(cudaStreamEndCapture(c->stream, &graph), "end capture");
+    CUDA_CHECK(cudaGraphInstantiate(&c->graph[phase], graph, 0), "instantiate graph");
+    cudaGraphDestroy(graph);
+    CUDA_CHECK(cudaGraphLaunch(c->graph[phase], c->stream), "graph launch");
+}
+
+static void check_range(Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
+    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
+        die("cuda backend: %s of %lld bytes at %s+%lld is outside the buffer", what, (long long)bytes, buffer_name(buffer),
+            (long long)offset);
+}
+
+static void cuda_write(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
+    Cuda *c = (Cuda *)b;
+    check_range(b, buffer, offset, bytes, "write");
+    CUDA_CHECK(cudaMemcpyAsync(c->buf[buffer] + offset, src, (size_t)bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+    CUDA_CHECK(cudaStreamSynchronize(c->stream), "upload");
+}
+
+static void cuda_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
+    Cuda *c = (Cuda *)b;
+    check_range(b, buffer, offset, bytes, "read");
+    CUDA_CHECK(cudaMemcpyAsync(dst, c->buf[buffer] + offset, (size_t)bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    CUDA_CHECK(cudaStreamSynchronize(c->stream), "a kernel of the step or the download");
+}
+
+static void cuda_destroy(Backend *b) {
+    Cuda *c = (Cuda *)b;
+    cudaStreamSynchronize(c->stream);
+    for (int p = 0; p < 2; p++)
+        if (c->graph[p]) cudaGraphExecDestroy(c->graph[p]);
+    for (int i = 0; i < b->pl->p->n_groups; i++)
+        if (c->gemm[i].desc) {
+            cublasLtMatmulDescDestroy(c->gemm[i].desc);
+            cublasLtMatrixLayoutDestroy(c->gemm[i].a);
+            cublasLtMatrixLayoutDestroy(c->gemm[i].b);
+            cublasLtMatrixLayoutDestroy(c->gemm[i].c);
+        }
+    for (int i = 0; i < BUF_COUNT; i++) cudaFree(c->buf[i]);
+    cudaFree(c->workspace);
+    cublasLtDestroy(c->lt);
+    cudaLibraryUnload(c->lib);
+    cudaStreamDestroy(c->stream);
+    free(c->kernel), free(c->gemm), free(c);
+}
+
+/* kernels.cu must be the one made with this plan */
+static char *load_source(const Plan *pl) {
+    char *dir = path_dirname(pl->path);
+    char *path = path_join(dir, "kernels.cu");
+    char *src = try_read_file(path, NULL);
+    if (!src) die("%s: missing (recompile with mmc compile)", path);
+    char *mark = xasprintf("// plan hash %s\n", pl->g->hash);
+    if (!strstr(src, mark)) die("%s: not made with %s (hashes differ): recompile with mmc compile", path, pl->path);
+    free(mark), free(dir), free(path);
+    return src;
+}
+
+Backend *cuda_backend_create(Plan *pl, char **why) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        *why = xasprintf("no CUDA GPU here (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return NULL;
+    }
+    Cuda *c = xcalloc(1, sizeof *c);
+    c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy};
+    const char *dbg = getenv("MMC_SYNC");
+    c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+    CUDA_CHECK(cudaSetDevice(0), "set device");
+    CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    char arch[16];
+    snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
+    char *src = load_source(pl);
+    size_t size;
+    int hit;
+    void *cubin = nvrtc_compile_cached(src, pl->path, arch, &size, &hit);
+    CUDA_CHECK(cudaLibraryLoadData(&c->lib, cubin, NULL, NULL, 0, NULL, NULL, 0), "load the cubin");
+    free(cubin), free(src);
+    Program *p = pl->p;
+    c->kernel = xcalloc((size_t)p->n_groups, sizeof *c->kernel);
+    c->gemm = xcalloc((size_t)p->n_groups, sizeof *c->gemm);
+    LT_CHECK(cublasLtCreate(&c->lt), "handle");
+    for (int i = 0; i < BUF_COUNT; i++) {
+        CUDA_CHECK(cudaMalloc((void **)&c->buf[i], (size_t)p->buffer_bytes[i] + 256), buffer_name(i));
+        CUDA_CHECK(cudaMemsetAsync(c->buf[i], 0, (size_t)p->buffer_bytes[i] + 256, c->stream), buffer_name(i));
+    }
+    CUDA_CHECK(cudaMalloc(&c->workspace, WORKSPACE_BYTES), "cuBLASLt workspace");
+    for (int i = 0; i < p->n_groups; i++) {
+        Group *gr = p->groups[i];
+        if (gr->kind == GK_GEMM) {
+            make_gemm(c, &c->gemm[i], gr->anchor);
+            continue;
+        }
+        CUDA_CHECK(cudaLibraryGetKernel(&c->kernel[i], c->lib, gr->kernel), gr->kernel);
+        if (gr->smem > 48 * 1024)
+            CUDA_CHECK(cudaFuncSetAttribute((const void *)c->kernel[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gr->smem),
+                       gr->kernel);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(c->stream), "setup");
+    int64_t total = WORKSPACE_BYTES;
+    for (int i = 0; i < BUF_COUNT; i++) total += p->buffer_bytes[i];
+    if (!getenv("MMC_QUIET"))
+        fprintf(stderr, "mmc: cuda: %s (%s), kernels %s, %.2f GiB of buffers\n", c->prop.name, arch,
+                hit ? "from the cache" : "compiled by NVRTC", (double)total / (1 << 30));
+    return &c->base;
+}

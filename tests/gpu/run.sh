@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `make test-gpu`: the tests that need a GPU, from the repository root.
+#  - every kernel of the tiny plan against the ref backend (tests/gpu/test_gpu_kernels.c);
+#  - the same under compute-sanitizer's memcheck, when it is installed;
+#  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
+#    data: per-update losses within 2e-2 relative (fp16 rounding differences between
+#    cuBLAS and the ref's double sums compound over the run), the same skipped updates.
+set -u
+cd "$(dirname "$0")/../.."
+fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+build/gpu/test_gpu_kernels || fail=1
+if command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 >"$tmp/memcheck" 2>&1 \
+    || { echo "memcheck found errors:"; tail -30 "$tmp/memcheck"; fail=1; }
+  grep -q "ERROR SUMMARY: 0 errors" "$tmp/memcheck" && echo "memcheck: 0 errors"
+fi
+python3 tests/make_byte_tokens.py /usr/share/common-licenses/GPL-3 "$tmp/text.bin" 2>/dev/null \
+  || python3 tests/make_byte_tokens.py README.md "$tmp/text.bin"
+./mmc compile graphs/tiny.lua -o "$tmp/tiny" --quiet || exit 1
+for backend in ref cuda; do
+  ./mmc train "$tmp/tiny" --backend "$backend" --data "$tmp/text.bin" --steps 60 --quiet --out "$tmp/$backend" || fail=1
+done
+python3 - "$tmp/ref/metrics.jsonl" "$tmp/cuda/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+ref = [json.loads(l) for l in open(sys.argv[1])]
+gpu = [json.loads(l) for l in open(sys.argv[2])]
+assert len(ref) == len(gpu) == 60
+worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, gpu))
+print(f"tiny, 60 updates, GPU vs CPU: worst per-update loss difference {worst:.2e} relative; "
+      f"final loss {gpu[-1]['loss']:.4f} (GPU) {ref[-1]['loss']:.4f} (CPU)")
+assert worst < 2e-2, worst
+assert [r["skipped"] for r in ref] == [r["skipped"] for r in gpu]
+PY
+exit $fail
