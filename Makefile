@@ -7,7 +7,8 @@ CC      ?= gcc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
            -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
-LDLIBS  += $(LUA_LIB) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
+JANSSON ?= $(shell $(CC) -print-file-name=libjansson.a)
+LDLIBS  += $(LUA_LIB) $(JANSSON) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
 
 MODULES ?= compiler runtime tokenizer
 SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES))))

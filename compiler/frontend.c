@@ -264,7 +264,7 @@ static int l_param(lua_State *L) {
     n->dtype = n->compute = DT_F32; /* set to the policy's master dtype once it is known */
     n->a.init = xstrdup(init);
     n->param_index = f->g->n_params;
-    Param p = {n, 0};
+    Param p = {n, 0, NULL};
     vec_push(f->g->params, f->g->n_params, f->g->cap_params, p);
     push_node(L, n);
     return 1;
@@ -422,6 +422,23 @@ static int l_cross_entropy(lua_State *L) {
     n->a.ignore_index = opt_int(L, 3, "ignore", -100);
     opt_name(L, 3, n);
     finish(L, n);
+    return 1;
+}
+
+/* tie("lm_head.weight", embed): the parameter also goes by this state-dict name, so
+ * checkpoints carry both keys, as MiniMind's tied state dict does. */
+static int l_tie(lua_State *L) {
+    Front *f = front_of(L);
+    const char *alias = luaL_checkstring(L, 1);
+    Node *n = check_node(L, 2, "tie", "parameter");
+    if (n->op != OP_PARAM) return luaL_error(L, "tie: %s is not a parameter", node_label(n));
+    for (int i = 0; i < f->g->n_params; i++)
+        if (!strcmp(f->g->params[i].node->name, alias) || (f->g->params[i].alias && !strcmp(f->g->params[i].alias, alias)))
+            return luaL_error(L, "tie: the name %s is taken", alias);
+    Param *p = &f->g->params[n->param_index];
+    if (p->alias) return luaL_error(L, "tie: %s already has the second name %s", n->name, p->alias);
+    p->alias = xstrdup(alias);
+    lua_settop(L, 2);
     return 1;
 }
 
@@ -717,7 +734,8 @@ static const luaL_Reg dsl[] = {
     {"rule", l_rule},           {"policy", l_policy},
     {"precision", l_precision}, {"adamw", l_adamw},
     {"train", l_train},         {"defaults", l_defaults},
-    {"include", l_include},     {NULL, NULL},
+    {"include", l_include},     {"tie", l_tie},
+    {NULL, NULL},
 };
 
 static void open_env(lua_State *L) {

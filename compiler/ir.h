@@ -58,6 +58,7 @@ struct Node {
 typedef struct Param {
     Node *node;
     int64_t offset; /* elements into the flat parameter buffer */
+    char *alias;    /* a second state-dict name of the same tensor (a tied weight), or NULL */
 } Param;
 
 typedef struct ConfigEntry {

@@ -21,6 +21,7 @@ typedef struct Plan {
     Node **by_id;
     int n_ids;
     char *path;
+    char *kernels; /* kernels.cu when held in memory (tests); else read from beside the plan */
 } Plan;
 
 Plan *plan_read(const char *text, const char *path);

@@ -236,7 +236,8 @@ Plan *plan_read(const char *text, const char *path) {
         } else if (!strcmp(w, "param")) {
             if (l.n < 3) bad(&r, "bad param line%s", "");
             /* the param's node comes later as a leaf line; remember the order now */
-            Param p = {NULL, (int64_t)num(&r, need(&r, &l, "offset"))};
+            const char *alias = field(&l, "alias");
+            Param p = {NULL, (int64_t)num(&r, need(&r, &l, "offset")), alias ? xstrdup(alias) : NULL};
             vec_push(g->params, g->n_params, g->cap_params, p);
             const char *nid = need(&r, &l, "node");
             g->params[g->n_params - 1].node = (Node *)(intptr_t)strtol(nid + 1, NULL, 10); /* resolved below */

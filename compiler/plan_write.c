@@ -100,7 +100,9 @@ char *plan_write(const Graph *g, const Program *p) {
         const Param *pa = &g->params[i];
         sb_printf(&o, "param %d %s", i, pa->node->name);
         dims(&o, &pa->node->shape);
-        sb_printf(&o, " offset=%lld node=%%%d\n", (long long)pa->offset, pa->node->id);
+        sb_printf(&o, " offset=%lld node=%%%d", (long long)pa->offset, pa->node->id);
+        if (pa->alias) sb_printf(&o, " alias=%s", pa->alias);
+        sb_append(&o, "\n");
     }
     for (int i = 0; i < g->n_nodes; i++)
         if (op_info[g->nodes[i]->op].kind == OK_LEAF) node_line(&o, "leaf", g->nodes[i]);

@@ -6,14 +6,15 @@
 local cfg = config {
   vocab = 6400, dim = 512, layers = 8, heads = 8, kv_heads = 2, ffn = 1408,
   eps = 1e-5, rope_theta = 1e6, pad_id = 0,
-  batch = 64, seq = 512, accumulation = 1,
+  batch = 64, seq = 512, accumulation = 1, scale_interval = 2000,
 }
 local hd = cfg.dim // cfg.heads
 
 local ids    = input("input_ids", {cfg.batch, cfg.seq}, "i32")
 local labels = input("labels", {cfg.batch, cfg.seq}, "i32")
--- MiniMind ties embed_tokens.weight = lm_head.weight, so the surviving init is nn.Linear's
-local embed = param("model.embed_tokens.weight", {cfg.vocab, cfg.dim}, init.fan_in)
+-- MiniMind ties embed_tokens.weight = lm_head.weight, so the surviving init is nn.Linear's;
+-- its state dict (and so our checkpoints) holds the tensor under both names
+local embed = tie("lm_head.weight", param("model.embed_tokens.weight", {cfg.vocab, cfg.dim}, init.fan_in))
 local cos, sin = rope_tables(cfg.seq, hd, cfg.rope_theta)
 
 -- RMSNorm.forward: self.weight * self._norm(x.float()).type_as(x)
@@ -62,5 +63,5 @@ train {
   schedule = "minimind_cosine",
   clip = 1.0,
   accumulation = cfg.accumulation,
-  loss_scale = { init = 65536, growth = 2, backoff = 0.5, interval = 2000 },
+  loss_scale = { init = 65536, growth = 2, backoff = 0.5, interval = cfg.scale_interval },
 }

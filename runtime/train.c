@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "init.h"
 #include "util.h"
@@ -45,6 +46,40 @@ double read_loss(Backend *b) {
     return dtype_load(l->dtype, bytes, 0);
 }
 
+static void write_batch(Backend *b, Batcher *data, int32_t *ids, int32_t *labels) {
+    const Plan *pl = b->pl;
+    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
+    int64_t n = data->batch * data->seq;
+    batcher_next(data, ids, labels);
+    b->write(b, BUF_IO, ids_leaf->offset, ids, n * (int64_t)sizeof *ids);
+    b->write(b, BUF_IO, labels_leaf->offset, labels, n * (int64_t)sizeof *labels);
+}
+
+void train_load_batch(Backend *b, const char *path) {
+    const Node *ids_leaf = io_leaf(b->pl, "input_ids");
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], model_vocab(b->pl), 0);
+    int32_t *ids = xmalloc((size_t)(data->batch * data->seq) * sizeof *ids), *labels = xmalloc((size_t)(data->batch * data->seq) * sizeof *labels);
+    write_batch(b, data, ids, labels);
+    free(ids), free(labels);
+    batcher_close(data);
+}
+
+/* metrics.jsonl keeps the lines of updates up to `upto` (a resumed run rewrites the rest) */
+static FILE *open_metrics(const char *dir, int64_t upto) {
+    char *path = path_join(dir, "metrics.jsonl");
+    StrBuf keep = {0};
+    char *old = upto > 0 ? try_read_file(path, NULL) : NULL;
+    for (char *line = old ? strtok(old, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        long long u = 0;
+        if (sscanf(line, "{\"update\": %lld", &u) == 1 && u <= upto) sb_printf(&keep, "%s\n", line);
+    }
+    write_file_atomic(path, keep.s ? keep.s : "", keep.len);
+    FILE *f = fopen(path, "a");
+    if (!f) die("%s: cannot open", path);
+    free(old), free(path), sb_free(&keep);
+    return f;
+}
+
 static void duration(char *buf, size_t n, double s) {
     if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
     else if (s < 60) snprintf(buf, n, "%.0fs", s);
@@ -62,7 +97,7 @@ int train_run(const TrainOptions *o) {
         b = cuda_backend_create(pl, &why);
         if (!b) die("train: --backend cuda: %s; use --backend ref to train on the CPU", why);
     } else die("train: unknown backend '%s' (ref, cuda)", o->backend);
-    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
+    const Node *ids_leaf = io_leaf(pl, "input_ids");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
@@ -70,32 +105,49 @@ int train_run(const TrainOptions *o) {
     Batcher *data = batcher_open(o->data, B, T, model_vocab(pl), o->shuffle);
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
-    init_params(b, o->seed);
     init_consts(b);
-    MmcStepState st = init_state(pl, steps);
-    b->write(b, BUF_STATE, 0, &st, sizeof st);
-
+    RunPosition pos = {0, o->seed, o->shuffle};
+    MmcStepState st;
+    int64_t start = 0;
+    if (o->resume) {
+        pos = checkpoint_resume(b, o->resume);
+        b->read(b, BUF_STATE, 0, &st, sizeof st);
+        start = st.update;
+        int64_t planned = (int64_t)(st.total_micro / t->accumulation + 0.5);
+        if (o->steps > 0 && o->steps != planned)
+            die("train: %s was a run of %lld updates; its schedule needs --steps %lld (or no --steps)", o->resume,
+                (long long)planned, (long long)planned);
+        steps = planned;
+        data->shuffle = pos.shuffle;
+        data->position = pos.rows;
+        if (!o->quiet) printf("resuming %s at update %lld of %lld\n", o->resume, (long long)start, (long long)steps);
+    } else {
+        init_params(b, o->seed);
+        if (o->init) checkpoint_load_weights(b, o->init);
+        st = init_state(pl, steps);
+        b->write(b, BUF_STATE, 0, &st, sizeof st);
+    }
+    const char *out = o->out ? o->out : o->resume;
     FILE *metrics = NULL;
-    if (o->out) {
-        make_dirs(o->out);
-        char *mp = path_join(o->out, "metrics.jsonl");
-        metrics = fopen(mp, "w");
-        if (!metrics) die("%s: cannot create", mp);
-        free(mp);
+    if (out) {
+        make_dirs(out);
+        metrics = open_metrics(out, start);
     }
     int64_t epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
     int interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
     int32_t *ids = xmalloc((size_t)(B * T) * sizeof *ids), *labels = xmalloc((size_t)(B * T) * sizeof *labels);
     double t0 = now_s(), t_last = t0, loss_sum_interval = 0;
-    int64_t last_logged = 0;
-    for (int64_t u = 0; u < steps; u++) {
+    int64_t last_logged = start;
+    for (int64_t u = start; u < steps; u++) {
         double loss_update = 0;
         for (int a = 0; a < t->accumulation; a++) {
-            batcher_next(data, ids, labels);
-            b->write(b, BUF_IO, ids_leaf->offset, ids, B * T * (int64_t)sizeof *ids);
-            b->write(b, BUF_IO, labels_leaf->offset, labels, B * T * (int64_t)sizeof *labels);
+            write_batch(b, data, ids, labels);
             b->run_phase(b, PHASE_MICRO);
             loss_update += read_loss(b);
+        }
+        if (u + 1 == o->inject_inf) {
+            float inf = INFINITY;
+            b->write(b, BUF_GRADS, 0, &inf, sizeof inf);
         }
         b->run_phase(b, PHASE_UPDATE);
         b->read(b, BUF_STATE, 0, &st, sizeof st);
@@ -126,6 +178,12 @@ int train_run(const TrainOptions *o) {
             last_logged = u + 1;
             t_last = now;
         }
+        int stop = u + 1 == o->stop_after;
+        if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
+            pos.rows = data->position;
+            checkpoint_save(b, out, &pos);
+        }
+        if (stop) break;
     }
     if (metrics) fclose(metrics);
     free(ids), free(labels);

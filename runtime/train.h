@@ -19,6 +19,9 @@ typedef struct TrainOptions {
     uint64_t seed;        /* initial weights */
     uint64_t shuffle;     /* 0: file order */
     int log_interval;
+    int save_interval;    /* updates between checkpoints (with --out); 0: only at the end */
+    int64_t inject_inf;   /* >0: an inf in the gradients of this update (tests the scaler) */
+    int64_t stop_after;   /* >0: stop (with a checkpoint) after this update, as if interrupted */
     int quiet;
 } TrainOptions;
 
@@ -26,5 +29,7 @@ int train_run(const TrainOptions *o);
 
 struct Backend;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
+/* writes the first batch of a token file to the io buffer */
+void train_load_batch(struct Backend *b, const char *data);
 
 #endif

@@ -32,6 +32,9 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)int_arg(a, argv[++i]);
         else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)int_arg(a, argv[++i]) + 1;
         else if (!strcmp(a, "--log-interval")) o.log_interval = (int)int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--save-interval")) o.save_interval = (int)int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--inject-inf")) o.inject_inf = int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--stop-after")) o.stop_after = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (a[0] == '-') die("train: unknown option %s", a);
         else if (!o.plan_dir) o.plan_dir = a;

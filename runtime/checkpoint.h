@@ -1,0 +1,31 @@
+/* checkpoint: what a run leaves in its --out folder and reads back.
+ *   model.safetensors   master weights under MiniMind's state-dict names (a tied weight under
+ *                       both of its names), loadable by MiniMind's PyTorch code;
+ *   config.json         the model's dims in MiniMind's (Hugging Face) config names;
+ *   resume.safetensors  AdamW's moments, the step state and the data position, so that
+ *                       --resume continues bit for bit.
+ * Each file is written to a temp file, fsynced and renamed. */
+#ifndef MMC_CHECKPOINT_H
+#define MMC_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+typedef struct RunPosition {
+    int64_t rows;      /* data rows consumed */
+    uint64_t seed;     /* initial weights */
+    uint64_t shuffle;  /* 0: file order */
+} RunPosition;
+
+void checkpoint_save(Backend *b, const char *dir, const RunPosition *pos);
+/* weights by name from a safetensors file (MiniMind's names; of a tied weight either key or
+ * both); a missing, extra or misshapen tensor is named in the error */
+void checkpoint_load_weights(Backend *b, const char *path);
+/* model.safetensors and resume.safetensors of a run folder; returns its position */
+RunPosition checkpoint_resume(Backend *b, const char *dir);
+/* writes the weights of a run's model.safetensors in another dtype (f16: what MiniMind's
+ * torch.save files hold) */
+void checkpoint_export(const char *model_path, const char *out_path, DType dtype);
+
+#endif
