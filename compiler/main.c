@@ -15,6 +15,7 @@ static const struct {
     {"check-kernels", cmd_check_kernels, "check-kernels DIR [--arch sm_90]...   compile DIR/kernels.cu with NVRTC"},
     {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR] [--resume DIR] ..."},
     {"tokens", cmd_tokens, "tokens FILE          describe a token file (header, counts)"},
+    {"init", cmd_init, "init PLAN_DIR -o RUN_DIR [--seed N]   a run folder with initial weights"},
     {"export", cmd_export, "export RUN_DIR [--dtype f16] -o OUT.safetensors   weights in another dtype"},
     {"step", cmd_step, "step PLAN_DIR --data FILE --init W.safetensors [--backend ref|cuda] -o GRADS.safetensors"},
     {"tokenizer", cmd_tokenizer, "tokenizer train|encode|decode|bench ...   byte-level BPE tokenizers (tokenizer.json)"},

@@ -2,7 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "checkpoint.h"
 #include "cli.h"
+#include "init.h"
 #include "train.h"
 #include "util.h"
 
@@ -11,6 +14,29 @@ static int64_t int_arg(const char *opt, const char *v) {
     long long x = strtoll(v, &end, 10);
     if (*end || end == v || x < 0) die("train: %s needs a non-negative integer, got '%s'", opt, v);
     return x;
+}
+
+/* `mmc init PLAN_DIR -o DIR [--seed N]`: a run folder at update 0, so another program (the
+ * PyTorch reference) can start from the same weights. */
+int cmd_init(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = (uint64_t)int_arg("--seed", argv[++i]);
+        else if (argv[i][0] == '-') die("init: unknown option %s", argv[i]);
+        else dir = argv[i];
+    }
+    if (!dir || !out) die("init: usage: mmc init PLAN_DIR -o RUN_DIR [--seed N]");
+    Plan *pl = plan_load(dir);
+    Backend *b = ref_backend_create(pl);
+    init_params(b, seed);
+    MmcStepState st = init_state(pl, 1);
+    b->write(b, BUF_STATE, 0, &st, sizeof st);
+    RunPosition pos = {0, seed, 0};
+    checkpoint_save(b, out, &pos);
+    b->destroy(b);
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
