@@ -80,6 +80,12 @@ static FILE *open_metrics(const char *dir, int64_t upto) {
     return f;
 }
 
+/* JSON has no inf or nan: those become null */
+static void json_number(char *buf, size_t n, double v) {
+    if (isfinite(v)) snprintf(buf, n, "%.9g", v);
+    else snprintf(buf, n, "null");
+}
+
 static void duration(char *buf, size_t n, double s) {
     if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
     else if (s < 60) snprintf(buf, n, "%.0fs", s);
@@ -155,11 +161,14 @@ int train_run(const TrainOptions *o) {
         loss_sum_interval += loss_update;
         double now = now_s();
         if (metrics) {
+            char loss_s[32], norm_s[32];
+            json_number(loss_s, sizeof loss_s, loss_update);
+            json_number(norm_s, sizeof norm_s, st.grad_norm);
             fprintf(metrics,
-                    "{\"update\": %lld, \"epoch\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %.9g, "
+                    "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
                     "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f}\n",
-                    (long long)(u + 1), (long long)batcher_epoch(data) + 1, loss_update, st.lr, (double)st.scale,
-                    (double)st.grad_norm, st.skipped, st.growth_tracker, now - t0);
+                    (long long)(u + 1), (long long)batcher_epoch(data) + 1, loss_s, st.lr, (double)st.scale, norm_s,
+                    st.skipped, st.growth_tracker, now - t0);
             fflush(metrics);
         }
         if (!o->quiet && ((u + 1) % interval == 0 || u + 1 == steps)) {

@@ -250,7 +250,7 @@ def cmd_train(a):
         scale = scaler.get_scale() if scaler.is_enabled() else 1.0
         if scale < before:
             skipped += 1
-        tracker = int(scaler._get_growth_tracker().item()) if scaler.is_enabled() else 0
+        tracker = int(scaler._get_growth_tracker()) if scaler.is_enabled() else 0
         out.write(json.dumps({"update": u + 1, "loss": sum(losses) / accum, "lr": lr, "scale": scale,
                               "growth_tracker": tracker, "skipped": skipped, "grad_norm": norm.item()}) + "\n")
     out.close()
