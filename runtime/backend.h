@@ -17,6 +17,14 @@ struct Backend {
     void (*run_group)(Backend *b, int index); /* one kernel or GEMM of the schedule */
     void (*run_phase)(Backend *b, Phase phase);
     void (*destroy)(Backend *b);
+    /* The training loop's path, which never waits for the device: copies queued behind the
+     * work already queued, from and to host memory made by host_alloc (pinned on a GPU),
+     * which must stay untouched until a fence after the copy has been waited for. */
+    void *(*host_alloc)(Backend *b, size_t bytes);
+    void (*write_async)(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes);
+    void (*read_async)(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes);
+    int (*fence)(Backend *b);           /* marks the work queued so far; returns a ticket */
+    void (*wait)(Backend *b, int ticket); /* until the work before that fence is done */
 };
 
 Backend *ref_backend_create(Plan *pl);

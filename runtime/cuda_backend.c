@@ -26,7 +26,7 @@
         if (s_ != CUBLAS_STATUS_SUCCESS) die("cublasLt: %s: status %d (%s)", what, (int)s_, #call); \
     } while (0)
 
-enum { WORKSPACE_BYTES = 32 << 20 };
+enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64 };
 
 typedef struct Gemm {
     cublasLtMatmulDesc_t desc;
@@ -49,6 +49,10 @@ typedef struct Cuda {
     cudaGraphExec_t graph[2]; /* by phase, once captured */
     int runs[2];
     int debug;            /* MMC_SYNC=1: synchronise after every launch and name the failing one */
+    cudaEvent_t fence[FENCES]; /* a ring: ticket t is event t % FENCES */
+    int next_fence;
+    void **pinned;
+    int n_pinned, cap_pinned;
 } Cuda;
 
 static cudaDataType_t cuda_type(DType t) {
@@ -175,9 +179,47 @@ static void cuda_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t
     CUDA_CHECK(cudaStreamSynchronize(c->stream), "a kernel of the step or the download");
 }
 
+static void *cuda_host_alloc(Backend *b, size_t bytes) {
+    Cuda *c = (Cuda *)b;
+    void *p;
+    CUDA_CHECK(cudaMallocHost(&p, bytes + 1), "pinned host memory");
+    memset(p, 0, bytes + 1);
+    vec_push(c->pinned, c->n_pinned, c->cap_pinned, p);
+    return p;
+}
+
+static void cuda_write_async(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
+    Cuda *c = (Cuda *)b;
+    check_range(b, buffer, offset, bytes, "write");
+    CUDA_CHECK(cudaMemcpyAsync(c->buf[buffer] + offset, src, (size_t)bytes, cudaMemcpyHostToDevice, c->stream), "upload");
+}
+
+static void cuda_read_async(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
+    Cuda *c = (Cuda *)b;
+    check_range(b, buffer, offset, bytes, "read");
+    CUDA_CHECK(cudaMemcpyAsync(dst, c->buf[buffer] + offset, (size_t)bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+}
+
+/* A ticket stays valid until FENCES newer fences exist; the trainer waits far sooner. */
+static int cuda_fence(Backend *b) {
+    Cuda *c = (Cuda *)b;
+    int t = c->next_fence++;
+    CUDA_CHECK(cudaEventRecord(c->fence[t % FENCES], c->stream), "fence");
+    return t;
+}
+
+static void cuda_wait(Backend *b, int ticket) {
+    Cuda *c = (Cuda *)b;
+    if (c->next_fence - ticket > FENCES) die("cuda backend: fence %d was reused before it was waited for", ticket);
+    CUDA_CHECK(cudaEventSynchronize(c->fence[ticket % FENCES]), "a kernel of the step");
+}
+
 static void cuda_destroy(Backend *b) {
     Cuda *c = (Cuda *)b;
     cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < FENCES; i++) cudaEventDestroy(c->fence[i]);
+    for (int i = 0; i < c->n_pinned; i++) cudaFreeHost(c->pinned[i]);
+    free(c->pinned);
     for (int p = 0; p < 2; p++)
         if (c->graph[p]) cudaGraphExecDestroy(c->graph[p]);
     for (int i = 0; i < b->pl->p->n_groups; i++)
@@ -215,12 +257,14 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
         return NULL;
     }
     Cuda *c = xcalloc(1, sizeof *c);
-    c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy};
+    c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy,
+                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait};
     const char *dbg = getenv("MMC_SYNC");
     c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
     CUDA_CHECK(cudaSetDevice(0), "set device");
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    for (int i = 0; i < FENCES; i++) CUDA_CHECK(cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming), "event");
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
     char *src = load_source(pl);

@@ -93,6 +93,61 @@ static void duration(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
+/* What the host reads back of one update, asynchronously: the loss of each micro-step and
+ * the step state after the update. The loop reads slot u only LAG updates later, so the GPU
+ * never waits for the host. */
+enum { LAG = 2, SLOTS = LAG + 1 };
+
+typedef struct Slot {
+    int32_t **ids, **labels; /* [accumulation] pinned batches */
+    unsigned char *losses;   /* [accumulation] losses in the loss dtype */
+    MmcStepState *state;
+    int ticket;
+} Slot;
+
+typedef struct Report {
+    FILE *metrics;
+    double t0, t_last, loss_sum;
+    int64_t last_logged, steps, epochs, tokens_per_update;
+    int interval, quiet;
+} Report;
+
+static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int64_t epoch) {
+    const TrainConfig *t = &b->pl->g->train;
+    const Node *l = b->pl->g->loss;
+    const MmcStepState *st = slot->state;
+    double loss = 0;
+    for (int a = 0; a < t->accumulation; a++) loss += dtype_load(l->dtype, slot->losses, (size_t)a);
+    loss /= t->accumulation;
+    r->loss_sum += loss;
+    double now = now_s();
+    if (r->metrics) {
+        char loss_s[32], norm_s[32];
+        json_number(loss_s, sizeof loss_s, loss);
+        json_number(norm_s, sizeof norm_s, st->grad_norm);
+        fprintf(r->metrics,
+                "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
+                "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f}\n",
+                (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
+                st->growth_tracker, now - r->t0);
+        fflush(r->metrics);
+    }
+    if (r->quiet || ((u + 1) % r->interval != 0 && u + 1 != r->steps)) return;
+    int64_t n = u + 1 - r->last_logged;
+    double dt = now - r->t_last, per_step = dt / (double)n;
+    char eta[32];
+    duration(eta, sizeof eta, per_step * (double)(r->steps - u - 1));
+    printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f lr %.8f | %.1fK tok/s %.1f ms/step | scale %g grad_norm %.4f "
+           "skipped %d | ETA %s\n",
+           (long long)(epoch > r->epochs ? r->epochs : epoch), (long long)r->epochs, (long long)(u + 1), (long long)r->steps,
+           r->loss_sum / (double)n, st->lr, (double)(n * r->tokens_per_update) / dt / 1e3, 1e3 * per_step,
+           (double)st->scale, (double)st->grad_norm, st->skipped, eta);
+    fflush(stdout);
+    r->loss_sum = 0;
+    r->last_logged = u + 1;
+    r->t_last = now;
+}
+
 int train_run(const TrainOptions *o) {
     Plan *pl = plan_load(o->plan_dir);
     const TrainConfig *t = &pl->g->train;
@@ -103,7 +158,7 @@ int train_run(const TrainOptions *o) {
         b = cuda_backend_create(pl, &why);
         if (!b) die("train: --backend cuda: %s; use --backend ref to train on the CPU", why);
     } else die("train: unknown backend '%s' (ref, cuda)", o->backend);
-    const Node *ids_leaf = io_leaf(pl, "input_ids");
+    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
@@ -134,68 +189,74 @@ int train_run(const TrainOptions *o) {
         b->write(b, BUF_STATE, 0, &st, sizeof st);
     }
     const char *out = o->out ? o->out : o->resume;
-    FILE *metrics = NULL;
+    Report r = {0};
     if (out) {
         make_dirs(out);
-        metrics = open_metrics(out, start);
+        r.metrics = open_metrics(out, start);
     }
-    int64_t epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
-    int interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
-    int32_t *ids = xmalloc((size_t)(B * T) * sizeof *ids), *labels = xmalloc((size_t)(B * T) * sizeof *labels);
-    double t0 = now_s(), t_last = t0, loss_sum_interval = 0;
-    int64_t last_logged = start;
-    for (int64_t u = start; u < steps; u++) {
-        double loss_update = 0;
+    r.steps = steps;
+    r.epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
+    r.interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
+    r.quiet = o->quiet;
+    r.tokens_per_update = B * T * t->accumulation;
+    r.t0 = r.t_last = now_s();
+    r.last_logged = start;
+
+    size_t batch_bytes = (size_t)(B * T) * sizeof(int32_t), loss_bytes = dtype_size(pl->g->loss->dtype);
+    Slot slot[SLOTS];
+    int64_t epoch_of[SLOTS] = {0};
+    for (int s = 0; s < SLOTS; s++) {
+        slot[s].ids = xcalloc((size_t)t->accumulation, sizeof(int32_t *));
+        slot[s].labels = xcalloc((size_t)t->accumulation, sizeof(int32_t *));
         for (int a = 0; a < t->accumulation; a++) {
-            write_batch(b, data, ids, labels);
+            slot[s].ids[a] = b->host_alloc(b, batch_bytes);
+            slot[s].labels[a] = b->host_alloc(b, batch_bytes);
+        }
+        slot[s].losses = b->host_alloc(b, loss_bytes * (size_t)t->accumulation);
+        slot[s].state = b->host_alloc(b, sizeof(MmcStepState));
+        slot[s].ticket = -1;
+    }
+    float *inf = b->host_alloc(b, sizeof(float));
+    *inf = INFINITY;
+    const Node *loss_node = pl->g->loss;
+    int64_t u = start, reported = start;
+    for (; u < steps; u++) {
+        Slot *sl = &slot[u % SLOTS];
+        if (sl->ticket >= 0) b->wait(b, sl->ticket); /* its previous update was reported already */
+        for (int a = 0; a < t->accumulation; a++) {
+            batcher_next(data, sl->ids[a], sl->labels[a]);
+            b->write_async(b, BUF_IO, ids_leaf->offset, sl->ids[a], (int64_t)batch_bytes);
+            b->write_async(b, BUF_IO, labels_leaf->offset, sl->labels[a], (int64_t)batch_bytes);
             b->run_phase(b, PHASE_MICRO);
-            loss_update += read_loss(b);
+            b->read_async(b, loss_node->buffer, loss_node->offset, sl->losses + (size_t)a * loss_bytes, (int64_t)loss_bytes);
         }
-        if (u + 1 == o->inject_inf) {
-            float inf = INFINITY;
-            b->write(b, BUF_GRADS, 0, &inf, sizeof inf);
-        }
+        if (u + 1 == o->inject_inf) b->write_async(b, BUF_GRADS, 0, inf, sizeof *inf);
         b->run_phase(b, PHASE_UPDATE);
-        b->read(b, BUF_STATE, 0, &st, sizeof st);
-        loss_update /= t->accumulation;
-        loss_sum_interval += loss_update;
-        double now = now_s();
-        if (metrics) {
-            char loss_s[32], norm_s[32];
-            json_number(loss_s, sizeof loss_s, loss_update);
-            json_number(norm_s, sizeof norm_s, st.grad_norm);
-            fprintf(metrics,
-                    "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
-                    "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f}\n",
-                    (long long)(u + 1), (long long)batcher_epoch(data) + 1, loss_s, st.lr, (double)st.scale, norm_s,
-                    st.skipped, st.growth_tracker, now - t0);
-            fflush(metrics);
-        }
-        if (!o->quiet && ((u + 1) % interval == 0 || u + 1 == steps)) {
-            int64_t n = u + 1 - last_logged;
-            double dt = now - t_last, per_step = dt / (double)n;
-            char eta[32];
-            duration(eta, sizeof eta, per_step * (double)(steps - u - 1));
-            printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f lr %.8f | %.1fK tok/s %.1f ms/step | scale %g grad_norm %.4f "
-                   "skipped %d | ETA %s\n",
-                   (long long)(batcher_epoch(data) + 1 > epochs ? epochs : batcher_epoch(data) + 1), (long long)epochs,
-                   (long long)(u + 1), (long long)steps, loss_sum_interval / (double)n, st.lr,
-                   (double)(n * B * T * t->accumulation) / dt / 1e3, 1e3 * per_step, (double)st.scale,
-                   (double)st.grad_norm, st.skipped, eta);
-            fflush(stdout);
-            loss_sum_interval = 0;
-            last_logged = u + 1;
-            t_last = now;
-        }
+        b->read_async(b, BUF_STATE, 0, sl->state, sizeof(MmcStepState));
+        sl->ticket = b->fence(b);
+        epoch_of[u % SLOTS] = (data->position - 1) / data->rows + 1; /* of the update's last row */
         int stop = u + 1 == o->stop_after;
         if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
-            pos.rows = data->position;
+            pos.rows = data->position; /* the reads of a checkpoint wait for this update */
             checkpoint_save(b, out, &pos);
         }
-        if (stop) break;
+        for (; reported <= u - LAG; reported++) {
+            Slot *rs = &slot[reported % SLOTS];
+            b->wait(b, rs->ticket);
+            report(&r, b, rs, reported, epoch_of[reported % SLOTS]);
+        }
+        if (stop) {
+            u++;
+            break;
+        }
     }
-    if (metrics) fclose(metrics);
-    free(ids), free(labels);
+    for (; reported < u; reported++) {
+        Slot *rs = &slot[reported % SLOTS];
+        b->wait(b, rs->ticket);
+        report(&r, b, rs, reported, epoch_of[reported % SLOTS]);
+    }
+    if (r.metrics) fclose(r.metrics);
+    for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);
     return 0;

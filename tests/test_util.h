@@ -58,7 +58,9 @@ static inline Plan *test_compile(const char *path, const char *policy, const cha
     }
     o.no_fusion = !fuse;
     CompileResult r = compile_graph(&o);
-    return plan_read(r.plan, path);
+    Plan *pl = plan_read(r.plan, path);
+    pl->kernels = r.kernels;
+    return pl;
 }
 
 static uint64_t test_rng = 0x2545f4914f6cdd1dull;

@@ -2,14 +2,18 @@
 # `make test-gpu`: the tests that need a GPU, from the repository root.
 #  - every kernel of the tiny plan against the ref backend (tests/gpu/test_gpu_kernels.c);
 #  - the same under compute-sanitizer's memcheck, when it is installed;
+#  - a run stopped and resumed continues bit for bit on the GPU (tests/test_resume.sh cuda);
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
-#    cuBLAS and the ref's double sums compound over the run), the same skipped updates.
+#    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
+#  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh).
+# On the GPU machine run it as `bash tests/gpu/run.sh` with ./mmc and build/gpu built here.
 set -u
 cd "$(dirname "$0")/../.."
 fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 build/gpu/test_gpu_kernels || fail=1
+bash tests/test_resume.sh cuda || fail=1
 if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 >"$tmp/memcheck" 2>&1 \
     || { echo "memcheck found errors:"; tail -30 "$tmp/memcheck"; fail=1; }
@@ -32,4 +36,5 @@ print(f"tiny, 60 updates, GPU vs CPU: worst per-update loss difference {worst:.2
 assert worst < 2e-2, worst
 assert [r["skipped"] for r in ref] == [r["skipped"] for r in gpu]
 PY
+bash tests/gpu/test_pytorch.sh || fail=1
 exit $fail
