@@ -4,6 +4,7 @@ special tokens 0 (pad), 1 (bos), 2 (eos); one bos at the start. Used by tests to
 tiny graph (vocab 320) on real text without a tokenizer.
 
 usage: make_byte_tokens.py TEXT_FILE... OUT.bin [--row-length N]"""
+import array
 import struct
 import sys
 
@@ -14,12 +15,14 @@ if "--row-length" in args:
     row = int(args[i + 1])
     del args[i:i + 2]
 *inputs, out = args
-ids = [1]
+ids = array.array("H", [1])
 for path in inputs:
-    ids += [b + 3 for b in open(path, "rb").read()]
+    ids.extend(b + 3 for b in open(path, "rb").read())
 if row:
-    ids = ids[: len(ids) // row * row]
+    del ids[len(ids) // row * row:]
+if sys.byteorder != "little":
+    ids.byteswap()
 header = b"mmctoken" + struct.pack("<IIQII", 1, 320, len(ids), row, 0) + bytes(32)
 with open(out, "wb") as f:
     f.write(header)
-    f.write(struct.pack("<%dH" % len(ids), *ids))
+    f.write(ids.tobytes())
