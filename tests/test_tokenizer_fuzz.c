@@ -9,10 +9,10 @@
 #include <jansson.h>
 #include <setjmp.h>
 
+#include "bpe_train.h"
 #include "jsonl.h"
 #include "test_util.h"
 #include "tokenizer.h"
-#include "bpe_train.h"
 
 enum { JSON_MUTANTS = 4000, JSONL_MUTANTS = 100 };
 

@@ -213,6 +213,14 @@ def cmd_grads(a):
     print(f"loss {loss.item():.9g}")
 
 
+def sdpa_context(name):
+    from contextlib import nullcontext
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    return nullcontext() if name == "default" else sdpa_kernel(backends[name])
+
+
 def cmd_train(a):
     torch.backends.cuda.matmul.allow_tf32 = False
     device = "cuda"
@@ -235,7 +243,7 @@ def cmd_train(a):
             for g in opt.param_groups:
                 g["lr"] = lr
             x, y = data.next(device)
-            with context(a.policy):
+            with context(a.policy), sdpa_context(a.sdpa):
                 loss = masked_loss(model(x), y, int(mm.get("pad_id", 0)))
             losses.append(loss.item())
             scaler.scale(loss / accum).backward()
@@ -273,6 +281,7 @@ def main():
     t.add_argument("--lr", type=float, default=5e-4)
     t.add_argument("--scale-interval", type=int, default=2000)
     t.add_argument("--inject-inf", type=int, default=0)
+    t.add_argument("--sdpa", default="default", help="default, or force one backend: math, flash, efficient, cudnn")
     t.add_argument("-o", required=True)
     a = p.parse_args()
     {"grads": cmd_grads, "train": cmd_train}[a.cmd](a)
