@@ -1,0 +1,15 @@
+/* defaults: the built-in corpus and tokenizer (tokenizer/default/, embedded in ./mmc at
+ * build time), so a new user can train without downloading anything. */
+#ifndef MMC_DEFAULTS_H
+#define MMC_DEFAULTS_H
+
+#include <stddef.h>
+
+#define DEFAULT_CORPUS_NAME "tokenizer/default/corpus.jsonl"
+#define DEFAULT_TOKENIZER_NAME "tokenizer/default/tokenizer.json"
+#define DEFAULT_VOCAB 6400
+
+const char *default_corpus(size_t *len);
+const char *default_tokenizer_json(void);
+
+#endif
