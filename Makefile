@@ -41,11 +41,13 @@ build/obj/embedded.o: build/embedded.c
 
 build/tests/%: tests/%.c $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+	@echo "  CC+LD  $@"
+	@$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 build/gpu/%: tests/gpu/%.c $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+	@echo "  CC+LD  $@"
+	@$(CC) $(CFLAGS) -Itests -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 generate: mmc
 	./mmc compile graphs/minimind.lua -o generated/minimind --quiet

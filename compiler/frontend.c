@@ -5,6 +5,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,16 +346,20 @@ static int l_cast(lua_State *L) {
     return 1;
 }
 
-static int l_scale(lua_State *L) {
-    Node *x = check_node(L, 1, "scale", "x");
+/* op(x, number, { name = ... }): the number goes to *field of the node's attributes */
+static int l_unary_number(lua_State *L, Op op, size_t field) {
+    Node *x = check_node(L, 1, op_info[op].name, "x");
     double c = luaL_checknumber(L, 2);
-    check_options(L, 3, "scale", only_name);
-    Node *n = make(L, OP_SCALE, 1, &x);
-    n->a.scale = c;
+    check_options(L, 3, op_info[op].name, only_name);
+    Node *n = make(L, op, 1, &x);
+    *(double *)((char *)&n->a + field) = c;
     opt_name(L, 3, n);
     finish(L, n);
     return 1;
 }
+
+static int l_scale(lua_State *L) { return l_unary_number(L, OP_SCALE, offsetof(Attrs, scale)); }
+static int l_rms_normalize(lua_State *L) { return l_unary_number(L, OP_RMS_NORMALIZE, offsetof(Attrs, eps)); }
 
 static int l_linear(lua_State *L) {
     Node *in[2] = {check_node(L, 1, "linear", "x"), check_node(L, 2, "linear", "weight")};
@@ -369,25 +374,7 @@ static int l_linear(lua_State *L) {
     return 1;
 }
 
-static int l_embedding(lua_State *L) {
-    Node *in[2] = {check_node(L, 1, "embedding", "weight"), check_node(L, 2, "embedding", "ids")};
-    check_options(L, 3, "embedding", only_name);
-    Node *n = make(L, OP_EMBEDDING, 2, in);
-    opt_name(L, 3, n);
-    finish(L, n);
-    return 1;
-}
-
-static int l_rms_normalize(lua_State *L) {
-    Node *x = check_node(L, 1, "rms_normalize", "x");
-    double eps = luaL_checknumber(L, 2);
-    check_options(L, 3, "rms_normalize", only_name);
-    Node *n = make(L, OP_RMS_NORMALIZE, 1, &x);
-    n->a.eps = eps;
-    opt_name(L, 3, n);
-    finish(L, n);
-    return 1;
-}
+static int l_embedding(lua_State *L) { return l_binary(L, OP_EMBEDDING); }
 
 static int l_rope(lua_State *L) {
     static const char *const known[] = {"heads", "name", NULL};

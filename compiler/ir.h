@@ -136,6 +136,8 @@ char *shape_str(const Shape *s); /* "[4,32,64]" (caller frees) */
 int shape_is_suffix(const Shape *a, const Shape *b);
 
 const char *node_label(const Node *n); /* its name or "%<id>" */
+struct StrBuf;
+void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" */
 double config_get(const Graph *g, const char *key, double fallback);
 
 #endif

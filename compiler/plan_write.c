@@ -26,30 +26,6 @@ static void dims(StrBuf *o, const Shape *s) {
     for (int i = 0; i < s->rank; i++) sb_printf(o, "%s%lld", i ? "," : "", (long long)s->dim[i]);
 }
 
-/* the attributes an op uses, as key=value */
-static void attrs(StrBuf *o, const Node *n) {
-    const Attrs *a = &n->a;
-    switch (n->op) {
-    case OP_CAST: sb_printf(o, " to=%s", dtype_name(a->to)); break;
-    case OP_SCALE: sb_printf(o, " scale=%.17g", a->scale); break;
-    case OP_RMS_NORMALIZE:
-    case OP_RMS_NORMALIZE_BACKWARD: sb_printf(o, " eps=%.17g", a->eps); break;
-    case OP_ROPE: sb_printf(o, " heads=%d", a->heads); break;
-    case OP_ROPE_BACKWARD: sb_printf(o, " heads=%d to=%s", a->heads, dtype_name(a->to)); break;
-    case OP_ATTENTION:
-    case OP_ATTENTION_BACKWARD: sb_printf(o, " heads=%d kv_heads=%d causal=%d", a->heads, a->kv_heads, a->causal); break;
-    case OP_CROSS_ENTROPY:
-    case OP_CROSS_ENTROPY_BACKWARD: sb_printf(o, " ignore=%lld", (long long)a->ignore_index); break;
-    case OP_PART: sb_printf(o, " index=%d", a->index); break;
-    case OP_GRAD_ACCUMULATE: sb_printf(o, " param=%d", a->param); break;
-    case OP_EMBEDDING_BACKWARD: sb_printf(o, " vocab=%lld", (long long)a->vocab); break;
-    case OP_PARAM: sb_printf(o, " init=%s", a->init); break;
-    case OP_CONST: sb_printf(o, " gen=%s", a->gen); break;
-    case OP_STATE: sb_printf(o, " slot=%s", a->slot); break;
-    default: break;
-    }
-}
-
 static void node_line(StrBuf *o, const char *word, const Node *n) {
     sb_printf(o, "%s %%%d %s", word, n->id, op_info[n->op].name);
     if (n->n_in) {
@@ -59,7 +35,7 @@ static void node_line(StrBuf *o, const char *word, const Node *n) {
     dims(o, &n->shape);
     sb_printf(o, " dtype=%s", dtype_name(n->dtype));
     if (n->compute != DT_NONE && n->compute != n->dtype) sb_printf(o, " compute=%s", dtype_name(n->compute));
-    attrs(o, n);
+    ir_attrs(o, n);
     if (n->materialized && n->buffer >= 0) sb_printf(o, " at=%s+%lld", buffer_name(n->buffer), (long long)n->offset);
     if (n->backward) sb_append(o, " bwd=1");
     if (n->name) sb_printf(o, " name=%s", n->name);
@@ -81,19 +57,25 @@ char *plan_write(const Graph *g, const Program *p) {
     sb_printf(&o, "graph %s\nsource %s\nhash %s\n", g->name, g->source, g->hash);
     sb_printf(&o, "policy name=%s rounding=%s master=%s source=%s\n", pol->name, pol->round_eager ? "eager" : "fused",
               dtype_name(pol->master), pol->source ? pol->source : "-");
+    char d[32];
     sb_append(&o, "config");
     for (int i = 0; i < g->n_config; i++) {
         const ConfigEntry *e = &g->config[i];
-        if (e->text) sb_printf(&o, " %s=%s", e->key, e->text);
-        else sb_printf(&o, " %s=%.17g", e->key, e->value);
+        sb_printf(&o, " %s=%s", e->key, e->text ? e->text : fmt_double(d, e->value));
     }
-    sb_append(&o, "\n");
-    sb_printf(&o,
-              "train lr=%.17g beta1=%.17g beta2=%.17g eps=%.17g weight_decay=%.17g schedule=%s clip=%.17g "
-              "loss_scaling=%d scale_init=%.17g scale_growth=%.17g scale_backoff=%.17g scale_interval=%d "
-              "accumulation=%d epochs=%d log_interval=%d\n",
-              t->lr, t->beta1, t->beta2, t->eps, t->weight_decay, t->schedule, t->clip, t->loss_scaling, t->scale_init,
-              t->scale_growth, t->scale_backoff, t->scale_interval, t->accumulation, t->epochs, t->log_interval);
+    sb_append(&o, "\ntrain");
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"lr", t->lr},       {"beta1", t->beta1}, {"beta2", t->beta2},     {"eps", t->eps},
+                {"weight_decay", t->weight_decay}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) sb_printf(&o, " %s=%s", nums[i].key, fmt_double(d, nums[i].v));
+    sb_printf(&o, " schedule=%s clip=%s loss_scaling=%d", t->schedule, fmt_double(d, t->clip), t->loss_scaling);
+    sb_printf(&o, " scale_init=%s", fmt_double(d, t->scale_init));
+    sb_printf(&o, " scale_growth=%s", fmt_double(d, t->scale_growth));
+    sb_printf(&o, " scale_backoff=%s", fmt_double(d, t->scale_backoff));
+    sb_printf(&o, " scale_interval=%d accumulation=%d epochs=%d log_interval=%d\n", t->scale_interval, t->accumulation,
+              t->epochs, t->log_interval);
     sb_printf(&o, "grad_norm chunk=%lld chunks=%d\n", (long long)p->grad_chunk, p->n_chunks);
     for (int b = 0; b < BUF_COUNT; b++) sb_printf(&o, "buffer %s %lld\n", buffer_name(b), (long long)p->buffer_bytes[b]);
     for (int i = 0; i < g->n_params; i++) {

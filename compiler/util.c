@@ -40,6 +40,14 @@ void die_at(const char *where, const char *fmt, ...) {
     die_v(where, fmt, ap);
 }
 
+const char *fmt_double(char buf[32], double v) {
+    for (int precision = 6; precision <= 17; precision++) {
+        snprintf(buf, 32, "%.*g", precision, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 /* ---- memory */
 
 void *xmalloc(size_t n) {

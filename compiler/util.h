@@ -22,6 +22,9 @@ MMC_NORETURN void die_at(const char *where, const char *fmt, ...) MMC_PRINTF(2, 
 typedef void (*die_hook_fn)(const char *message);
 void set_die_hook(die_hook_fn hook);
 
+/* The shortest decimal that reads back as exactly v ("1e-05", not "1.0000000000000001e-05"). */
+const char *fmt_double(char buf[32], double v);
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
