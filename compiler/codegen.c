@@ -156,9 +156,7 @@ void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind) {
 
 void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char *ind) {
     char *e = expr_of(G, n, space);
-    char *sh = shape_str(&n->shape);
     sb_printf(o, "%s%s v%d = %s; // %s %s %s\n", ind, G->R, n->id, e, op_info[n->op].name, node_label(n), dtype_name(n->dtype));
-    free(sh);
     free(e);
     finish_value(G, o, n, ind);
 }
@@ -181,8 +179,8 @@ static void kernel_comment(Gen *G, StrBuf *o) {
     for (int i = 0; i < gr->n_nodes; i++) {
         const Node *n = gr->nodes[i];
         char *s = shape_str(&n->shape);
-        sb_printf(o, "//   %%%d %s %s %s %s%s%s\n", n->id, op_info[n->op].name, node_label(n), s, dtype_name(n->dtype),
-                  n->materialized ? " stored" : "", n->where[0] ? "" : "");
+        sb_printf(o, "//   %%%d %s %s %s %s%s\n", n->id, op_info[n->op].name, node_label(n), s, dtype_name(n->dtype),
+                  n->materialized ? " stored" : "");
         free(s);
     }
 }

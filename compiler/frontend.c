@@ -272,9 +272,9 @@ static int l_param(lua_State *L) {
 }
 
 static int l_init_normal(lua_State *L) {
-    double mean = luaL_checknumber(L, 1), std = luaL_checknumber(L, 2);
+    luaL_checknumber(L, 1);
+    luaL_checknumber(L, 2);
     lua_pushfstring(L, "normal(%s,%s)", lua_tostring(L, 1), lua_tostring(L, 2));
-    (void)mean, (void)std;
     return 1;
 }
 

@@ -36,10 +36,6 @@ Node *ir_node(Graph *g, Op op, int n_in, Node **in, const char *where) {
 
 Node *ir_node1(Graph *g, Op op, Node *a, const char *where) { return ir_node(g, op, 1, &a, where); }
 
-Node *ir_node2(Graph *g, Op op, Node *a, Node *b, const char *where) {
-    Node *in[2] = {a, b};
-    return ir_node(g, op, 2, in, where);
-}
 
 char *ir_infer_shape(Node *n) {
     const OpInfo *info = &op_info[n->op];
@@ -73,12 +69,6 @@ int shape_eq(const Shape *a, const Shape *b) {
     return 1;
 }
 
-Shape shape_of(int rank, const int64_t *dims) {
-    Shape s = {0};
-    s.rank = rank;
-    for (int i = 0; i < rank; i++) s.dim[i] = dims[i];
-    return s;
-}
 
 Shape shape_make(int rank, ...) {
     Shape s = {0};
@@ -139,8 +129,3 @@ void ir_attrs(StrBuf *o, const Node *n) {
     }
 }
 
-double config_get(const Graph *g, const char *key, double fallback) {
-    for (int i = 0; i < g->n_config; i++)
-        if (strcmp(g->config[i].key, key) == 0) return g->config[i].value;
-    return fallback;
-}

@@ -121,7 +121,6 @@ Graph *ir_graph_new(const char *name, const char *source);
 /* Makes a node and appends it to the graph. Shape and dtype rules run in ir_finish. */
 Node *ir_node(Graph *g, Op op, int n_in, Node **in, const char *where);
 Node *ir_node1(Graph *g, Op op, Node *a, const char *where);
-Node *ir_node2(Graph *g, Op op, Node *a, Node *b, const char *where);
 /* Runs the op's shape rule; returns NULL or an error message (caller reports it). */
 char *ir_infer_shape(Node *n);
 /* For nodes made after the precision pass: compute = native promotion, dtype = op rule. */
@@ -129,7 +128,6 @@ void ir_infer_dtype(Node *n);
 
 int64_t shape_numel(const Shape *s);
 int shape_eq(const Shape *a, const Shape *b);
-Shape shape_of(int rank, const int64_t *dims);
 Shape shape_make(int rank, ...);
 char *shape_str(const Shape *s); /* "[4,32,64]" (caller frees) */
 /* b is a suffix of a after dropping leading dims (numpy broadcasting without size-1 dims). */
@@ -138,6 +136,5 @@ int shape_is_suffix(const Shape *a, const Shape *b);
 const char *node_label(const Node *n); /* its name or "%<id>" */
 struct StrBuf;
 void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" */
-double config_get(const Graph *g, const char *key, double fallback);
 
 #endif

@@ -10,9 +10,8 @@
 
 /* ---- dtype rules: the result dtype once n->compute is known */
 
-static void dtype_of_cast(Node *n) { n->dtype = n->a.to; }
+static void dtype_of_to(Node *n) { n->dtype = n->a.to; } /* cast, rope_backward: the `to` attribute */
 static void dtype_of_first(Node *n) { n->dtype = n->in[0]->dtype; }
-static void dtype_of_attr(Node *n) { n->dtype = n->a.to; }
 static void dtype_of_second(Node *n) { n->dtype = n->in[1]->dtype; }
 
 /* cross_entropy: log-softmax runs in the logits' dtype (torch passes dtype=x.dtype), so its
@@ -80,7 +79,7 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_CONST] = {"const", 0, OK_LEAF, PC_NONE, .doc = "a constant table computed once at start (RoPE cos/sin)"},
     [OP_STATE] = {"state", 0, OK_LEAF, PC_NONE, .doc = "a scalar of the step state (the loss-gradient seed)"},
     [OP_CAST] = {"cast", 1, OK_ELEMENTWISE, PC_NONE, .float_in = B(0), .shape = shape_same,
-                 .dtype = dtype_of_cast, .grad = grad_cast, .eval = eval_first, .cuda = "$0",
+                 .dtype = dtype_of_to, .grad = grad_cast, .eval = eval_first, .cuda = "$0",
                  .doc = "round to another dtype"},
     [OP_TYPE_AS] = {"type_as", 2, OK_ELEMENTWISE, PC_NONE, .float_in = B(0), .shape = shape_same,
                     .eval = eval_first, .cuda = "$0",
@@ -127,7 +126,7 @@ const OpInfo op_info[OP_COUNT] = {
                  .shape = shape_rope, .grad = grad_rope,
                  .doc = "x*cos + rotate_half(x)*sin per head (MiniMind apply_rotary_pos_emb)"},
     [OP_ROPE_BACKWARD] = {"rope_backward", 3, OK_ANCHOR, PC_NONE, .epilogue = 1, .float_in = B(0) | B(1) | B(2),
-                          .shape = shape_same, .dtype = dtype_of_attr, .doc = "d rope"},
+                          .shape = shape_same, .dtype = dtype_of_to, .doc = "d rope"},
     [OP_ATTENTION] = {"attention", 3, OK_ANCHOR, PC_LOWER, .n_parts = 1, .float_in = B(0) | B(1) | B(2),
                       .shape = shape_attention, .grad = grad_attention, .part = part_attention,
                       .doc = "softmax(q k^T / sqrt(hd)) v, causal, grouped kv heads (SDPA)"},
@@ -163,4 +162,3 @@ PrecClass prec_class_parse(const char *name) {
     return PC_COUNT;
 }
 
-const char *prec_class_name(PrecClass c) { return c < PC_COUNT ? prec_names[c] : "?"; }

@@ -92,6 +92,5 @@ typedef struct OpInfo {
 extern const OpInfo op_info[OP_COUNT];
 Op op_parse(const char *name); /* OP_COUNT if unknown */
 PrecClass prec_class_parse(const char *name); /* PC_COUNT if unknown */
-const char *prec_class_name(PrecClass c);
 
 #endif

@@ -61,8 +61,7 @@ int64_t plan_intervals(Interval *iv, int n, int64_t align) {
 
 /* ---- placement */
 
-static int stored(const Node *n, const Program *p, int *last_use, const Graph *g) {
-    (void)p;
+static int stored(const Node *n, const int *last_use, const Graph *g) {
     if (n == g->loss || n->op == OP_GRAD_ACCUMULATE) return 1;
     if (op_info[n->op].kind == OK_GEMM) return 1;
     return last_use[n->id] > n->group;
@@ -116,7 +115,7 @@ void pass_memplan(Graph *g, Program *p) {
             continue;
         default: break;
         }
-        if (!stored(n, p, last_use, g)) continue;
+        if (!stored(n, last_use, g)) continue;
         n->materialized = 1;
         if (n->op == OP_GRAD_ACCUMULATE) {
             n->buffer = BUF_GRADS;

@@ -20,8 +20,6 @@ Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t mod
     return b;
 }
 
-int64_t batcher_epoch(const Batcher *b) { return b->position / b->rows; }
-
 static int64_t row_at(Batcher *b, int64_t position) {
     int64_t epoch = position / b->rows, r = position % b->rows;
     if (!b->shuffle) return r;

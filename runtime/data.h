@@ -21,7 +21,6 @@ typedef struct Batcher {
 Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t model_vocab, uint64_t shuffle);
 /* fills ids and labels [batch, seq] and advances the position */
 void batcher_next(Batcher *b, int32_t *ids, int32_t *labels);
-int64_t batcher_epoch(const Batcher *b); /* 0-based epoch of the next row */
 void batcher_close(Batcher *b);
 
 #endif

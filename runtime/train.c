@@ -46,20 +46,14 @@ double read_loss(Backend *b) {
     return dtype_load(l->dtype, bytes, 0);
 }
 
-static void write_batch(Backend *b, Batcher *data, int32_t *ids, int32_t *labels) {
-    const Plan *pl = b->pl;
-    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
+void train_load_batch(Backend *b, const char *path) {
+    const Node *ids_leaf = io_leaf(b->pl, "input_ids"), *labels_leaf = io_leaf(b->pl, "labels");
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], model_vocab(b->pl), 0);
     int64_t n = data->batch * data->seq;
+    int32_t *ids = xmalloc((size_t)n * sizeof *ids), *labels = xmalloc((size_t)n * sizeof *labels);
     batcher_next(data, ids, labels);
     b->write(b, BUF_IO, ids_leaf->offset, ids, n * (int64_t)sizeof *ids);
     b->write(b, BUF_IO, labels_leaf->offset, labels, n * (int64_t)sizeof *labels);
-}
-
-void train_load_batch(Backend *b, const char *path) {
-    const Node *ids_leaf = io_leaf(b->pl, "input_ids");
-    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], model_vocab(b->pl), 0);
-    int32_t *ids = xmalloc((size_t)(data->batch * data->seq) * sizeof *ids), *labels = xmalloc((size_t)(data->batch * data->seq) * sizeof *labels);
-    write_batch(b, data, ids, labels);
     free(ids), free(labels);
     batcher_close(data);
 }

@@ -43,13 +43,12 @@ int cmd_train(int argc, char **argv) {
     TrainOptions o = {0};
     o.backend = "cuda";
     o.seed = 1;
-    int backend_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (a[0] == '-' && strcmp(a, "--quiet") && !has) die("train: %s needs a value", a);
         if (!strcmp(a, "--data")) o.data = argv[++i];
-        else if (!strcmp(a, "--backend")) o.backend = argv[++i], backend_given = 1;
+        else if (!strcmp(a, "--backend")) o.backend = argv[++i];
         else if (!strcmp(a, "--out")) o.out = argv[++i];
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
@@ -66,7 +65,6 @@ int cmd_train(int argc, char **argv) {
         else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);
     }
-    (void)backend_given;
     if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");
     if (!o.data) die("train: --data FILE is needed (a token file; see README, \"Token files\")");
     return train_run(&o);

@@ -4,12 +4,6 @@
  * random floats of every magnitude and the edge cases: overflow threshold, subnormals). */
 #include "test_util.h"
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static float from_bits(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
@@ -67,6 +61,5 @@ int main(void) {
               dtype_promote(DT_BF16, DT_BF16) == DT_BF16 && dtype_promote(DT_F32, DT_F64) == DT_F64 &&
               dtype_promote(DT_I32, DT_F16) == DT_F16,
           "promotion table");
-    (void)bits;
     return test_done("test_dtype");
 }

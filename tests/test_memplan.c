@@ -40,7 +40,7 @@ static void random_intervals(int round) {
 
 /* Lua text of a random graph: a pool of tensors grows by random ops on members of equal
  * shape; the loss projects the last one. */
-static char *random_graph(int round) {
+static char *random_graph(void) {
     static const int dims[] = {8, 16, 24};
     StrBuf s = {0};
     sb_append(&s, "local function P(n, s) return param(n, s, \"normal(0,0.5)\") end\n");
@@ -69,7 +69,6 @@ static char *random_graph(int round) {
         shape[count++] = out;
     }
     sb_printf(&s, "loss(sum_all(mul(t%d, P(\"r\", {2,5,%d}))))\n", count - 1, shape[count - 1]);
-    (void)round;
     return s.s;
 }
 
@@ -109,7 +108,7 @@ int main(void) {
     for (int round = 0; round < 300; round++) random_intervals(round);
     int graphs = 0;
     for (int round = 0; round < 60; round++) {
-        char *lua = random_graph(round);
+        char *lua = random_graph();
         char *path = test_write_graph("random_graph", lua);
         char name[64];
         snprintf(name, sizeof name, "random graph %d", round);
