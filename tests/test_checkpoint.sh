@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Checkpoints and --init: a run folder's model.safetensors holds every parameter under
+# MiniMind's names, the tied embedding under both of its keys; --init takes a file with
+# either key alone; a missing, an extra or a misshapen tensor is refused with its name;
+# `mmc export --dtype f16` writes the weights rounded to fp16, as MiniMind's torch.save does.
+set -u
+cd "$(dirname "$0")/.."
+fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+./mmc compile graphs/tiny.lua -o "$tmp/plan" --quiet || exit 1
+./mmc init "$tmp/plan" -o "$tmp/w" --seed 2 || exit 1
+python3 tests/make_byte_tokens.py README.md "$tmp/text.bin"
+# variants of the weights file, edited with the standard library only
+python3 - "$tmp" <<'PY' || exit 1
+import json, struct, sys
+d = sys.argv[1]
+raw = open(f"{d}/w/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+meta = head.pop("__metadata__", None)
+names = sorted(head)
+assert "model.embed_tokens.weight" in names and "lm_head.weight" in names, names
+assert len(names) == 21, len(names)  # 20 parameters, the tied one twice
+
+def write(path, entries):
+    out, body = {}, b""
+    for name, (dtype, shape, blob) in entries.items():
+        out[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + len(blob)]}
+        body += blob
+    h = json.dumps(out).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + body)
+
+entries = {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+only_lm = {k: v for k, v in entries.items() if k != "model.embed_tokens.weight"}
+write(f"{d}/only_lm_head.safetensors", only_lm)
+missing = {k: v for k, v in entries.items() if k != "model.norm.weight"}
+write(f"{d}/missing.safetensors", missing)
+extra = dict(entries, **{"model.layers.9.mlp.up_proj.weight": entries["model.norm.weight"]})
+write(f"{d}/extra.safetensors", extra)
+bad = dict(entries)
+dt, shape, blob = bad["model.norm.weight"]
+bad["model.norm.weight"] = (dt, [shape[0] // 2], blob[: len(blob) // 2])
+write(f"{d}/misshapen.safetensors", bad)
+PY
+step() { ./mmc step "$tmp/plan" --backend ref --data "$tmp/text.bin" --init "$1" -o "$2" 2>"$tmp/err" >/dev/null; }
+step "$tmp/w/model.safetensors" "$tmp/g_both.st" || { cat "$tmp/err"; fail=1; }
+step "$tmp/only_lm_head.safetensors" "$tmp/g_lm.st" || { cat "$tmp/err"; fail=1; }
+cmp -s "$tmp/g_both.st" "$tmp/g_lm.st" || { echo "the tied weight loaded from lm_head.weight alone differs"; fail=1; }
+expect() { # file, message
+  if step "$1" "$tmp/g_bad.st"; then echo "$1 was accepted"; fail=1; return; fi
+  grep -qF -- "$2" "$tmp/err" || { echo "unexpected message: $(cat "$tmp/err")"; fail=1; }
+}
+expect "$tmp/missing.safetensors" "missing.safetensors: no tensor model.norm.weight"
+expect "$tmp/extra.safetensors" "tensor model.layers.9.mlp.up_proj.weight is not a parameter of this model"
+expect "$tmp/misshapen.safetensors" "tensor model.norm.weight has shape [32], the model needs [64]"
+./mmc export "$tmp/w" --dtype f16 -o "$tmp/fp16.safetensors" || fail=1
+python3 - "$tmp/w/model.safetensors" "$tmp/fp16.safetensors" <<'PY' || fail=1
+import array, json, struct, sys
+def read(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
+    return h, raw[8 + n:]
+h32, d32 = read(sys.argv[1]); h16, d16 = read(sys.argv[2])
+assert sorted(h32) == sorted(h16)
+for k in h32:
+    assert h16[k]["dtype"] == "F16" and h16[k]["shape"] == h32[k]["shape"], k
+    a = array.array("f"); a.frombytes(d32[slice(*h32[k]["data_offsets"])])
+    b = d16[slice(*h16[k]["data_offsets"])]
+    want = struct.pack("<%de" % len(a), *a)  # Python's half conversion rounds to nearest even
+    assert b == want, k
+print(f"export: {len(h16)} tensors rounded to f16 exactly as struct's 'e' format rounds")
+PY
+exit $fail
