@@ -27,6 +27,9 @@ struct Backend {
     void (*wait)(Backend *b, int ticket); /* until the work before that fence is done */
 };
 
+/* dies unless [offset, offset + bytes) lies inside the plan's buffer; `what` names the copy */
+void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what);
+
 Backend *ref_backend_create(Plan *pl);
 /* NULL with a one-line reason in *why when no GPU can be used here */
 Backend *cuda_backend_create(Plan *pl, char **why);

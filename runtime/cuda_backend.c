@@ -159,22 +159,16 @@ static void cuda_run_phase(Backend *b, Phase phase) {
     CUDA_CHECK(cudaGraphLaunch(c->graph[phase], c->stream), "graph launch");
 }
 
-static void check_range(Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
-    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
-        die("cuda backend: %s of %lld bytes at %s+%lld is outside the buffer", what, (long long)bytes, buffer_name(buffer),
-            (long long)offset);
-}
-
 static void cuda_write(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
     Cuda *c = (Cuda *)b;
-    check_range(b, buffer, offset, bytes, "write");
+    backend_check_range(b, buffer, offset, bytes, "write");
     CUDA_CHECK(cudaMemcpyAsync(c->buf[buffer] + offset, src, (size_t)bytes, cudaMemcpyHostToDevice, c->stream), "upload");
     CUDA_CHECK(cudaStreamSynchronize(c->stream), "upload");
 }
 
 static void cuda_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
     Cuda *c = (Cuda *)b;
-    check_range(b, buffer, offset, bytes, "read");
+    backend_check_range(b, buffer, offset, bytes, "read");
     CUDA_CHECK(cudaMemcpyAsync(dst, c->buf[buffer] + offset, (size_t)bytes, cudaMemcpyDeviceToHost, c->stream), "download");
     CUDA_CHECK(cudaStreamSynchronize(c->stream), "a kernel of the step or the download");
 }
@@ -190,13 +184,13 @@ static void *cuda_host_alloc(Backend *b, size_t bytes) {
 
 static void cuda_write_async(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
     Cuda *c = (Cuda *)b;
-    check_range(b, buffer, offset, bytes, "write");
+    backend_check_range(b, buffer, offset, bytes, "write");
     CUDA_CHECK(cudaMemcpyAsync(c->buf[buffer] + offset, src, (size_t)bytes, cudaMemcpyHostToDevice, c->stream), "upload");
 }
 
 static void cuda_read_async(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
     Cuda *c = (Cuda *)b;
-    check_range(b, buffer, offset, bytes, "read");
+    backend_check_range(b, buffer, offset, bytes, "read");
     CUDA_CHECK(cudaMemcpyAsync(dst, c->buf[buffer] + offset, (size_t)bytes, cudaMemcpyDeviceToHost, c->stream), "download");
 }
 

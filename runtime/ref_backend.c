@@ -19,19 +19,21 @@ typedef struct Ref {
     double **val; /* by node id, while a group runs: its values (in-group or loaded) */
 } Ref;
 
+void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
+    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
+        die("%s backend: %s of %lld bytes at %s+%lld is outside the buffer", b->name, what, (long long)bytes,
+            buffer_name(buffer), (long long)offset);
+}
+
 static void ref_write(Backend *b, int buffer, int64_t offset, const void *src, int64_t bytes) {
     Ref *r = (Ref *)b;
-    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
-        die("ref backend: write of %lld bytes at %s+%lld is outside the buffer", (long long)bytes, buffer_name(buffer),
-            (long long)offset);
+    backend_check_range(b, buffer, offset, bytes, "write");
     memcpy(r->buf[buffer] + offset, src, (size_t)bytes);
 }
 
 static void ref_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes) {
     Ref *r = (Ref *)b;
-    if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
-        die("ref backend: read of %lld bytes at %s+%lld is outside the buffer", (long long)bytes, buffer_name(buffer),
-            (long long)offset);
+    backend_check_range(b, buffer, offset, bytes, "read");
     memcpy(dst, r->buf[buffer] + offset, (size_t)bytes);
 }
 
