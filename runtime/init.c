@@ -9,6 +9,9 @@
 #include "rng.h"
 #include "util.h"
 
+/* resume files hold the state byte for byte, so it must have no padding of unknown value */
+_Static_assert(sizeof(MmcStepState) == 2 * sizeof(double) + 5 * sizeof(float) + 7 * sizeof(int), "MmcStepState has padding");
+
 static double draw(const char *spec, const Shape *s, uint64_t *rs) {
     double a, b;
     if (!strcmp(spec, "ones")) return 1.0;

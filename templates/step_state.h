@@ -18,7 +18,7 @@ typedef struct MmcStepState {
     int update;           /* updates attempted, skipped ones included */
     int skipped;          /* updates skipped because of inf/nan */
     unsigned int ticket;  /* last-block-done counter of the grad-norm kernel; 0 between launches */
-    int pad_;
+    int pad_[2];          /* explicit, so the struct has no padding bytes of unknown value */
 } MmcStepState;
 
 #endif
