@@ -7,7 +7,10 @@
 #include "program.h"
 #include "util.h"
 
-char *codegen_cuda(const Graph *g, Program *p);
+/* reference_kernels: the exact one-block-per-row kernels for attention, sum_to and the
+ * embedding gradient instead of the fast ones (the slow references the GPU tests compare
+ * the fast kernels with) */
+char *codegen_cuda(const Graph *g, Program *p, int reference_kernels);
 /* hash of every template, so the plan hash changes when a template does */
 void codegen_hash_templates(Sha256 *h);
 const char *template_text(const char *name);

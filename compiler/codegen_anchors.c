@@ -93,6 +93,111 @@ static void common(Gen *G, Keys *ks) {
 
 static void pointers(Gen *G, Keys *ks) { key(ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : ""); }
 
+/* Attention and its two backward kernels. The flash kernels (tensor cores, f16 or bf16
+ * tensors, head_dim a multiple of 16 up to 128) are the default; the f32 and f64 policies,
+ * other head sizes and --reference-kernels take the exact kernels, one block per row. The
+ * tile sizes are decided here and passed to the templates, which derive everything from
+ * them; the shared memory they need is the sum of their tiles. */
+static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
+    DType c = a->compute;
+    if (G->reference || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
+    for (int k = 0; k < a->n_in; k++)
+        if ((op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != c) return 0;
+    for (int k = 0; k < a->n_in; k++)
+        if (!(op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != DT_F32) return 0; /* lse, dsum */
+    return a->dtype == c;
+}
+
+static const char *attention(Gen *G, Keys *ks, Node *a) {
+    Group *gr = G->gr;
+    int fwd = a->op == OP_ATTENTION, dq = a->op == OP_ATTENTION_BACKWARD_DQ;
+    const Shape *q = &a->in[fwd ? 0 : 1]->shape;
+    int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads, pitch = hd + 8;
+    int flash = flash_fits(G, a, hd);
+    if (fwd && flash && part_of(gr, 1) && part_of(gr, 1)->dtype != DT_F32) flash = 0; /* lse */
+    if (dq && flash && need_part(gr, 1)->dtype != DT_F32) flash = 0;                    /* dsum */
+    if (!fwd && !dq && flash && need_part(gr, 1)->dtype != a->dtype) flash = 0;          /* dv */
+    G->uses_flash |= flash;
+    char *sc = literal(G, 1.0 / sqrt((double)hd));
+    key(ks, "B", "%lld", (long long)bsz);
+    key(ks, "T", "%lld", (long long)t);
+    key(ks, "H", "%d", a->a.heads);
+    key(ks, "KV", "%d", a->a.kv_heads);
+    key(ks, "HD", "%lld", (long long)hd);
+    key(ks, "SCALE", "%s", sc);
+    key(ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
+    key(ks, "E", "%s", dtype_cuda(a->compute));
+    size_t rsize = G->reg_f64 ? 8 : 4;
+    const char *tmpl;
+    gr->block = 128;
+    if (fwd) {
+        key(ks, "Q", "%s", ptr(G, a->in[0]));
+        key(ks, "K", "%s", ptr(G, a->in[1]));
+        key(ks, "V", "%s", ptr(G, a->in[2]));
+        key(ks, "O", "%s", ptr(G, a));
+        Node *lse = part_of(gr, 1);
+        if (flash) {
+            int64_t mt = hd <= 64 ? 2 : 1, br = 64 * mt, bc = 64;
+            key(ks, "LSE", "%s", lse ? ptr(G, lse) : "(float *)0");
+            key(ks, "MT", "%lld", (long long)mt);
+            key(ks, "BR", "%lld", (long long)br);
+            key(ks, "BC", "%lld", (long long)bc);
+            gr->grid = bsz * a->a.heads, gr->grid_y = (t + br - 1) / br;
+            gr->smem = (br + 4 * bc) * pitch * 2;
+            tmpl = "attention_flash.cu";
+        } else {
+            if (lse) key(ks, "STORE_LSE", "st(%s, bh * %lld + i, m + mmc_log(l));", ptr(G, lse), (long long)t);
+            else key(ks, "STORE_LSE", "{}");
+            gr->grid = bsz * a->a.heads * t;
+            gr->smem = (int64_t)((t + hd) * rsize);
+            tmpl = "attention.cu";
+        }
+    } else if (dq) {
+        key(ks, "DO", "%s", ptr(G, a->in[0]));
+        key(ks, "Q", "%s", ptr(G, a->in[1]));
+        key(ks, "K", "%s", ptr(G, a->in[2]));
+        key(ks, "V", "%s", ptr(G, a->in[3]));
+        key(ks, "O", "%s", ptr(G, a->in[4]));
+        key(ks, "LSE", "%s", ptr(G, a->in[5]));
+        key(ks, "DQ", "%s", ptr(G, a));
+        key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
+        if (flash) {
+            int64_t bc = hd <= 64 ? 64 : 32;
+            key(ks, "BC", "%lld", (long long)bc);
+            gr->grid = bsz * a->a.heads, gr->grid_y = (t + 63) / 64;
+            gr->smem = (2 * 64 + 4 * bc) * pitch * 2 + 64 * 4;
+            tmpl = "attention_backward_dq_flash.cu";
+        } else {
+            gr->grid = bsz * a->a.heads * t;
+            gr->smem = (int64_t)((t + 2 * hd) * rsize);
+            tmpl = "attention_backward_dq.cu";
+        }
+    } else {
+        key(ks, "DO", "%s", ptr(G, a->in[0]));
+        key(ks, "Q", "%s", ptr(G, a->in[1]));
+        key(ks, "K", "%s", ptr(G, a->in[2]));
+        key(ks, "V", "%s", ptr(G, a->in[3]));
+        key(ks, "LSE", "%s", ptr(G, a->in[4]));
+        key(ks, "DSUM", "%s", ptr(G, a->in[5]));
+        key(ks, "DK", "%s", ptr(G, a));
+        key(ks, "DV", "%s", ptr(G, need_part(gr, 1)));
+        if (flash) {
+            int64_t bq = hd <= 64 ? 64 : 32;
+            key(ks, "BQ", "%lld", (long long)bq);
+            gr->grid = bsz * a->a.kv_heads, gr->grid_y = (t + 63) / 64;
+            gr->smem = (2 * 64 + 4 * bq) * pitch * 2 + 4 * bq * 4;
+            tmpl = "attention_backward_dkv_flash.cu";
+        } else {
+            gr->grid = bsz * a->a.kv_heads * t;
+            gr->smem = (int64_t)((2 * t + 2 * hd) * rsize);
+            tmpl = "attention_backward_dkv.cu";
+        }
+    }
+    pointers(G, ks);
+    free(sc);
+    return tmpl;
+}
+
 void gen_anchor(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
@@ -141,7 +246,21 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "X", "%s", x);
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
-        if (a->op == OP_SUM_TO) {
+        if (a->op == OP_SUM_TO && !G->reference) {
+            /* strips of 32 columns times chunks of rows: about 2048 blocks, at least 8 rows each */
+            int64_t strips = (c + 31) / 32, chunks = (2048 + strips - 1) / strips, most = (m + 7) / 8;
+            if (chunks > most) chunks = most;
+            if (chunks < 1) chunks = 1;
+            int64_t rows = (m + chunks - 1) / chunks;
+            chunks = (m + rows - 1) / rows;
+            key(&ks, "M", "%lld", (long long)m);
+            key(&ks, "C", "%lld", (long long)c);
+            key(&ks, "ROWS", "%lld", (long long)rows);
+            key(&ks, "CHUNKS", "%lld", (long long)chunks);
+            key(&ks, "STRIPS", "%lld", (long long)strips);
+            gr->grid = strips, gr->grid_y = chunks, gr->block = 256;
+            tmpl = "sum_to_split.cu";
+        } else if (a->op == OP_SUM_TO) {
             key(&ks, "M", "%lld", (long long)m);
             key(&ks, "C", "%lld", (long long)c);
             gr->grid = (c + 31) / 32, gr->block = 256;
@@ -172,10 +291,24 @@ void gen_anchor(Gen *G, StrBuf *o) {
         free(w), free(ids), free(epi);
         break;
     }
+    case OP_EMBEDDING_SORT: {
+        int64_t rows = shape_numel(&a->in[0]->shape), v = a->a.vocab, passes = 1;
+        while (passes < 4 && (v - 1) >> (8 * passes)) passes++;
+        key(&ks, "IDS", "%s", ptr(G, a->in[0]));
+        key(&ks, "ORDER", "%s", ptr(G, a));
+        key(&ks, "START", "%s", ptr(G, need_part(gr, 1)));
+        key(&ks, "ROWS", "%lld", (long long)rows);
+        key(&ks, "V", "%lld", (long long)v);
+        key(&ks, "PASSES", "%lld", (long long)passes);
+        pointers(G, &ks);
+        gr->grid = 1, gr->block = 1024;
+        tmpl = "embedding_sort.cu";
+        break;
+    }
     case OP_EMBEDDING_BACKWARD: {
-        int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape);
+        int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape), v = a->shape.dim[0];
         char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        char *epi = epilogue(G, &s, "            ");
+        char *epi = epilogue(G, &s, G->reference ? "            " : "                    ");
         key(&ks, "D", "%lld", (long long)d);
         key(&ks, "ROWS", "%lld", (long long)rows);
         key(&ks, "PER", "%lld", (long long)((d + 255) / 256));
@@ -183,9 +316,22 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "IDS", "%s", ids);
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
+        if (G->reference) {
+            gr->grid = v, gr->block = 256;
+            tmpl = "embedding_backward.cu";
+        } else {
+            /* chunks of 64 sorted rows, then one block per 8 ids for the ids no row has */
+            int64_t k = 64, chunks = (rows + k - 1) / k, empty = (v + 7) / 8;
+            key(&ks, "ORDER", "%s", ptr(G, a->in[2]));
+            key(&ks, "START", "%s", ptr(G, a->in[3]));
+            key(&ks, "V", "%lld", (long long)v);
+            key(&ks, "K", "%lld", (long long)k);
+            key(&ks, "CHUNKS", "%lld", (long long)chunks);
+            key(&ks, "EMPTY", "%lld", (long long)empty);
+            gr->grid = chunks + empty, gr->block = 256;
+            tmpl = "embedding_backward_sorted.cu";
+        }
         pointers(G, &ks);
-        gr->grid = a->shape.dim[0], gr->block = 256;
-        tmpl = "embedding_backward.cu";
         free(dy), free(ids), free(epi);
         break;
     }
@@ -214,49 +360,8 @@ void gen_anchor(Gen *G, StrBuf *o) {
         break;
     }
     case OP_ATTENTION:
-    case OP_ATTENTION_BACKWARD: {
-        int bwd = a->op == OP_ATTENTION_BACKWARD;
-        const Shape *q = &a->in[bwd ? 1 : 0]->shape;
-        int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads;
-        char *sc = literal(G, 1.0 / sqrt((double)hd));
-        key(&ks, "B", "%lld", (long long)bsz);
-        key(&ks, "T", "%lld", (long long)t);
-        key(&ks, "H", "%d", a->a.heads);
-        key(&ks, "KV", "%d", a->a.kv_heads);
-        key(&ks, "HD", "%lld", (long long)hd);
-        key(&ks, "SCALE", "%s", sc);
-        key(&ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
-        size_t rsize = G->reg_f64 ? 8 : 4;
-        if (!bwd) {
-            key(&ks, "Q", "%s", ptr(G, a->in[0]));
-            key(&ks, "K", "%s", ptr(G, a->in[1]));
-            key(&ks, "V", "%s", ptr(G, a->in[2]));
-            key(&ks, "O", "%s", ptr(G, a));
-            Node *lse = part_of(gr, 1);
-            if (lse) key(&ks, "STORE_LSE", "st(%s, bh * %lld + i, m + mmc_log(l));", ptr(G, lse), (long long)t);
-            else key(&ks, "STORE_LSE", "{}");
-            gr->grid = bsz * a->a.heads * t;
-            gr->smem = (int64_t)((t + hd) * rsize);
-            tmpl = "attention.cu";
-        } else {
-            key(&ks, "DO", "%s", ptr(G, a->in[0]));
-            key(&ks, "Q", "%s", ptr(G, a->in[1]));
-            key(&ks, "K", "%s", ptr(G, a->in[2]));
-            key(&ks, "V", "%s", ptr(G, a->in[3]));
-            key(&ks, "O", "%s", ptr(G, a->in[4]));
-            key(&ks, "LSE", "%s", ptr(G, a->in[5]));
-            key(&ks, "DQ", "%s", ptr(G, a));
-            key(&ks, "DK", "%s", ptr(G, need_part(gr, 1)));
-            key(&ks, "DV", "%s", ptr(G, need_part(gr, 2)));
-            gr->grid = bsz * a->a.heads * t + bsz * a->a.kv_heads * t;
-            gr->smem = (int64_t)((2 * t + 2 * hd) * rsize);
-            tmpl = "attention_backward.cu";
-        }
-        pointers(G, &ks);
-        gr->block = 128;
-        free(sc);
-        break;
-    }
+    case OP_ATTENTION_BACKWARD_DQ:
+    case OP_ATTENTION_BACKWARD_DKV: tmpl = attention(G, &ks, a); break;
     case OP_CROSS_ENTROPY: {
         const Shape *x = &a->in[0]->shape;
         int64_t v = x->dim[x->rank - 1];

@@ -39,7 +39,10 @@ CompileResult compile_graph(const CompileOptions *opt) {
     }
     CompileResult r = {0};
     r.g = frontend_load(&opt->front);
-    r.g->hash = plan_hash(r.g);
+    /* the options change the kernels, so they are part of the plan's identity */
+    char *options = xasprintf("fusion=%d kernels=%s", !opt->no_fusion, opt->reference_kernels ? "reference" : "fast");
+    r.g->hash = plan_hash(r.g, options);
+    free(options);
     if (dump_here(dump_after, "frontend", &r)) return r;
     pass_precision(r.g);
     if (dump_here(dump_after, "precision", &r)) return r;
@@ -54,7 +57,7 @@ CompileResult compile_graph(const CompileOptions *opt) {
     if (dump_here(dump_after, "schedule", &r)) return r;
     pass_memplan(r.g, r.p);
     if (dump_here(dump_after, "memplan", &r)) return r;
-    r.kernels = codegen_cuda(r.g, r.p);
+    r.kernels = codegen_cuda(r.g, r.p, opt->reference_kernels);
     r.plan = plan_write(r.g, r.p);
     return r;
 }

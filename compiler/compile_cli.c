@@ -22,6 +22,7 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--dump")) dump = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--no-fusion")) copt.no_fusion = 1;
+        else if (!strcmp(a, "--reference-kernels")) copt.reference_kernels = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
             const char *eq = strchr(kv, '=');

@@ -116,11 +116,13 @@ void ir_attrs(StrBuf *o, const Node *n) {
     case OP_ROPE: sb_printf(o, " heads=%d", a->heads); break;
     case OP_ROPE_BACKWARD: sb_printf(o, " heads=%d to=%s", a->heads, dtype_name(a->to)); break;
     case OP_ATTENTION:
-    case OP_ATTENTION_BACKWARD: sb_printf(o, " heads=%d kv_heads=%d causal=%d", a->heads, a->kv_heads, a->causal); break;
+    case OP_ATTENTION_BACKWARD_DQ:
+    case OP_ATTENTION_BACKWARD_DKV: sb_printf(o, " heads=%d kv_heads=%d causal=%d", a->heads, a->kv_heads, a->causal); break;
     case OP_CROSS_ENTROPY:
     case OP_CROSS_ENTROPY_BACKWARD: sb_printf(o, " ignore=%lld", (long long)a->ignore_index); break;
     case OP_PART: sb_printf(o, " index=%d", a->index); break;
     case OP_GRAD_ACCUMULATE: sb_printf(o, " param=%d", a->param); break;
+    case OP_EMBEDDING_SORT:
     case OP_EMBEDDING_BACKWARD: sb_printf(o, " vocab=%lld", (long long)a->vocab); break;
     case OP_PARAM: sb_printf(o, " init=%s", a->init); break;
     case OP_CONST: sb_printf(o, " gen=%s", a->gen); break;

@@ -39,7 +39,9 @@ void grad_linear(Graph *g, Node *n, Node *dy, Node **dx) {
 void grad_embedding(Graph *g, Node *n, Node *dy, Node **dx) {
     Attrs a = n->a;
     a.vocab = n->in[0]->shape.dim[0];
-    dx[0] = bw_op_a(g, OP_EMBEDDING_BACKWARD, 2, (Node *[]){dy, n->in[1]}, n, a);
+    Node *sorted = bw_op_a(g, OP_EMBEDDING_SORT, 1, &n->in[1], n, a);
+    Node *starts = ir_part(g, sorted, 1);
+    dx[0] = bw_op_a(g, OP_EMBEDDING_BACKWARD, 4, (Node *[]){dy, n->in[1], sorted, starts}, n, a);
 }
 
 void grad_rms_normalize(Graph *g, Node *n, Node *dy, Node **dx) {
@@ -54,12 +56,16 @@ void grad_rope(Graph *g, Node *n, Node *dy, Node **dx) {
     dx[0] = bw_op_a(g, OP_ROPE_BACKWARD, 3, (Node *[]){dy, n->in[1], n->in[2]}, n, a);
 }
 
+/* Two kernels, so that every gradient element has one writer without atomics: dq (and the
+ * row sums dsum = rowsum(dO * O) the second needs) per query tile, dk and dv per key tile. */
 void grad_attention(Graph *g, Node *n, Node *dy, Node **dx) {
     Node *lse = ir_part(g, n, 1);
-    Node *b = bw_op(g, OP_ATTENTION_BACKWARD, 6, (Node *[]){dy, n->in[0], n->in[1], n->in[2], n, lse}, n);
-    dx[0] = b;
-    dx[1] = ir_part(g, b, 1);
-    dx[2] = ir_part(g, b, 2);
+    Node *dq = bw_op(g, OP_ATTENTION_BACKWARD_DQ, 6, (Node *[]){dy, n->in[0], n->in[1], n->in[2], n, lse}, n);
+    Node *dsum = ir_part(g, dq, 1);
+    Node *dk = bw_op(g, OP_ATTENTION_BACKWARD_DKV, 6, (Node *[]){dy, n->in[0], n->in[1], n->in[2], lse, dsum}, n);
+    dx[0] = dq;
+    dx[1] = dk;
+    dx[2] = ir_part(g, dk, 1);
 }
 
 void grad_cross_entropy(Graph *g, Node *n, Node *dy, Node **dx) {

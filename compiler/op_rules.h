@@ -19,7 +19,9 @@ char *shape_embedding_backward(Node *n);
 char *shape_rms_normalize_backward(Node *n);
 char *shape_rope(Node *n);
 char *shape_attention(Node *n);
-char *shape_attention_backward(Node *n);
+char *shape_attention_backward_dq(Node *n);
+char *shape_attention_backward_dkv(Node *n);
+char *shape_embedding_sort(Node *n);
 char *shape_cross_entropy(Node *n);
 char *shape_cross_entropy_backward(Node *n);
 

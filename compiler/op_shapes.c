@@ -143,8 +143,19 @@ char *shape_attention(Node *n) {
     return NULL;
 }
 
-char *shape_attention_backward(Node *n) {
+char *shape_attention_backward_dq(Node *n) {
     n->shape = *IN(1);
+    return NULL;
+}
+
+char *shape_attention_backward_dkv(Node *n) {
+    n->shape = *IN(2);
+    return NULL;
+}
+
+/* embedding_sort(ids [...]) -> [numel(ids)] row indices; the vocabulary is an attribute */
+char *shape_embedding_sort(Node *n) {
+    n->shape = shape_make(1, shape_numel(IN(0)));
     return NULL;
 }
 

@@ -13,6 +13,8 @@
 static void dtype_of_to(Node *n) { n->dtype = n->a.to; } /* cast, rope_backward: the `to` attribute */
 static void dtype_of_first(Node *n) { n->dtype = n->in[0]->dtype; }
 static void dtype_of_second(Node *n) { n->dtype = n->in[1]->dtype; }
+static void dtype_of_third(Node *n) { n->dtype = n->in[2]->dtype; }
+static void dtype_index(Node *n) { n->dtype = n->compute = DT_I32; }
 
 /* cross_entropy: log-softmax runs in the logits' dtype (torch passes dtype=x.dtype), so its
  * output is rounded there; nll then reads it as f32. The loss itself is f32. */
@@ -41,11 +43,25 @@ static void part_attention(Node *p, int index, Node *part) {
     part->dtype = part->compute = stats_dtype(p);
 }
 
-static void part_attention_backward(Node *p, int index, Node *part) {
-    /* 1: dk, 2: dv, in the shapes and dtypes of k and v */
-    Node *src = p->in[index + 1];
-    part->shape = src->shape;
-    part->dtype = part->compute = src->dtype;
+static void part_attention_backward_dq(Node *p, int index, Node *part) {
+    /* 1: dsum = rowsum(dO * O) of each query row, [B, H, T], for the dk/dv kernel */
+    (void)index;
+    part->shape = shape_make(3, p->shape.dim[0], (int64_t)p->a.heads, p->shape.dim[1]);
+    part->dtype = part->compute = stats_dtype(p);
+}
+
+static void part_attention_backward_dkv(Node *p, int index, Node *part) {
+    /* 1: dv, in the shape and dtype of v */
+    (void)index;
+    part->shape = p->in[3]->shape;
+    part->dtype = part->compute = p->in[3]->dtype;
+}
+
+static void part_embedding_sort(Node *p, int index, Node *part) {
+    /* 1: where each id's rows start in the sorted order, [vocab + 1] */
+    (void)index;
+    part->shape = shape_make(1, p->a.vocab + 1);
+    part->dtype = part->compute = DT_I32;
 }
 
 static void part_cross_entropy(Node *p, int index, Node *part) {
@@ -114,8 +130,12 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_EMBEDDING] = {"embedding", 2, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0),
                       .shape = shape_embedding, .dtype = dtype_of_first, .grad = grad_embedding,
                       .doc = "rows of W picked by ids"},
-    [OP_EMBEDDING_BACKWARD] = {"embedding_backward", 2, OK_ANCHOR, PC_NONE, .epilogue = 1, .float_in = B(0),
-                               .shape = shape_embedding_backward, .doc = "dW[v] = sum of dy rows whose id is v"},
+    [OP_EMBEDDING_SORT] = {"embedding_sort", 1, OK_ANCHOR, PC_NONE, .n_parts = 1, .shape = shape_embedding_sort,
+                           .dtype = dtype_index, .part = part_embedding_sort,
+                           .doc = "row indices grouped by id, in row order (a stable counting sort; part: starts)"},
+    [OP_EMBEDDING_BACKWARD] = {"embedding_backward", 4, OK_ANCHOR, PC_NONE, .epilogue = 1, .float_in = B(0),
+                               .shape = shape_embedding_backward,
+                               .doc = "dW[v] = sum of dy rows whose id is v (in: dy, ids, sorted rows, starts)"},
     [OP_RMS_NORMALIZE] = {"rms_normalize", 1, OK_ANCHOR, PC_FP32, .prologue = B(0), .epilogue = 1,
                           .float_in = B(0), .shape = shape_same, .grad = grad_rms_normalize,
                           .doc = "x * rsqrt(mean(x^2, -1) + eps)"},
@@ -130,10 +150,14 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_ATTENTION] = {"attention", 3, OK_ANCHOR, PC_LOWER, .n_parts = 1, .float_in = B(0) | B(1) | B(2),
                       .shape = shape_attention, .grad = grad_attention, .part = part_attention,
                       .doc = "softmax(q k^T / sqrt(hd)) v, causal, grouped kv heads (SDPA)"},
-    [OP_ATTENTION_BACKWARD] = {"attention_backward", 6, OK_ANCHOR, PC_NONE, .n_parts = 2,
-                               .float_in = B(0) | B(1) | B(2) | B(3) | B(4), .shape = shape_attention_backward,
-                               .dtype = dtype_of_second, .part = part_attention_backward,
-                               .doc = "dq (parts: dk, dv)"},
+    [OP_ATTENTION_BACKWARD_DQ] = {"attention_backward_dq", 6, OK_ANCHOR, PC_NONE, .n_parts = 1,
+                                  .float_in = B(0) | B(1) | B(2) | B(3) | B(4), .shape = shape_attention_backward_dq,
+                                  .dtype = dtype_of_second, .part = part_attention_backward_dq,
+                                  .doc = "dq of attention(dO, q, k, v, O, lse) (part: rowsum(dO * O))"},
+    [OP_ATTENTION_BACKWARD_DKV] = {"attention_backward_dkv", 6, OK_ANCHOR, PC_NONE, .n_parts = 1,
+                                   .float_in = B(0) | B(1) | B(2) | B(3), .shape = shape_attention_backward_dkv,
+                                   .dtype = dtype_of_third, .part = part_attention_backward_dkv,
+                                   .doc = "dk of attention(dO, q, k, v, lse, dsum) (part: dv)"},
     [OP_CROSS_ENTROPY] = {"cross_entropy", 2, OK_ANCHOR, PC_FOLLOW, .n_parts = 2, .float_in = B(0),
                           .shape = shape_cross_entropy, .dtype = dtype_cross_entropy,
                           .grad = grad_cross_entropy, .part = part_cross_entropy,

@@ -27,13 +27,15 @@
     X(LINEAR_DX,             "linear_dx")               \
     X(LINEAR_DW,             "linear_dw")               \
     X(EMBEDDING,             "embedding")               \
+    X(EMBEDDING_SORT,        "embedding_sort")          \
     X(EMBEDDING_BACKWARD,    "embedding_backward")      \
     X(RMS_NORMALIZE,         "rms_normalize")           \
     X(RMS_NORMALIZE_BACKWARD,"rms_normalize_backward")  \
     X(ROPE,                  "rope")                    \
     X(ROPE_BACKWARD,         "rope_backward")           \
     X(ATTENTION,             "attention")               \
-    X(ATTENTION_BACKWARD,    "attention_backward")      \
+    X(ATTENTION_BACKWARD_DQ, "attention_backward_dq")   \
+    X(ATTENTION_BACKWARD_DKV,"attention_backward_dkv")  \
     X(CROSS_ENTROPY,         "cross_entropy")           \
     X(CROSS_ENTROPY_BACKWARD,"cross_entropy_backward")  \
     X(SUM_TO,                "sum_to")                  \

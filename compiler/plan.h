@@ -10,7 +10,7 @@
 
 #define MMC_PLAN_FORMAT 1
 
-char *plan_hash(const Graph *g); /* hash of the frontend inputs, templates and format */
+char *plan_hash(const Graph *g, const char *options); /* of the frontend inputs, compile options, templates, format */
 char *plan_write(const Graph *g, const Program *p);
 const char *group_kind_name(GroupKind k);
 

@@ -7,13 +7,14 @@
 #include "plan.h"
 #include "util.h"
 
-char *plan_hash(const Graph *g) {
+char *plan_hash(const Graph *g, const char *options) {
     Sha256 h;
     sha256_init(&h);
     char fmt[32];
     snprintf(fmt, sizeof fmt, "mmc-plan %d", MMC_PLAN_FORMAT);
     sha256_update(&h, fmt, strlen(fmt) + 1);
     sha256_update(&h, g->hash, strlen(g->hash) + 1);
+    sha256_update(&h, options, strlen(options) + 1);
     codegen_hash_templates(&h);
     char hex[65];
     sha256_hex(&h, hex);

@@ -126,37 +126,70 @@ static void attention(const Node *n, double **in, double *out, double **parts) {
     free(s);
 }
 
-/* in: dO, q, k, v, O, lse; out: dq; parts: dk, dv */
-static void attention_backward(const Node *n, double **in, double *dq, double **parts) {
+/* The gradient of attention, as its two kernels split it. With p = exp(s * scale - lse),
+ * dsum = rowsum(dO * O), ds = p (dO . v - dsum): dq = scale ds k (backward_dq, which also
+ * returns dsum); dk = scale ds^T q and dv = p^T dO (backward_dkv). Exact, in double. */
+typedef struct AttnDims {
+    int64_t B, T, H, KV, hd;
+    double scale;
+} AttnDims;
+
+static AttnDims attn_dims(const Node *n) {
     const Shape *q = &n->in[1]->shape;
-    int64_t B = q->dim[0], T = q->dim[1], H = n->a.heads, KV = n->a.kv_heads, hd = q->dim[2] / H;
-    double scale = 1.0 / sqrt((double)hd);
-    double *dk = parts[0], *dv = parts[1];
-    memset(dq, 0, (size_t)shape_numel(q) * sizeof *dq);
-    memset(dk, 0, (size_t)shape_numel(&n->in[2]->shape) * sizeof *dk);
-    memset(dv, 0, (size_t)shape_numel(&n->in[3]->shape) * sizeof *dv);
+    AttnDims d = {q->dim[0], q->dim[1], n->a.heads, n->a.kv_heads, q->dim[2] / n->a.heads, 0};
+    d.scale = 1.0 / sqrt((double)d.hd);
+    return d;
+}
+
+static double dot(const double *a, const double *b, int64_t n) {
+    double s = 0;
+    for (int64_t e = 0; e < n; e++) s += a[e] * b[e];
+    return s;
+}
+
+/* in: dO, q, k, v, O, lse; out: dq; parts: dsum [B, H, T] */
+static void attention_backward_dq(const Node *n, double **in, double *dq, double **parts) {
+    AttnDims d = attn_dims(n);
     const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *O = in[4], *lse = in[5];
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            int64_t kvh = h / (H / KV);
-            for (int64_t i = 0; i < T; i++) {
-                const double *qi = Q + (b * T + i) * H * hd + h * hd, *doi = dO + (b * T + i) * H * hd + h * hd;
-                const double *oi = O + (b * T + i) * H * hd + h * hd;
-                double di = 0;
-                for (int64_t e = 0; e < hd; e++) di += doi[e] * oi[e];
-                int64_t n_keys = n->a.causal ? i + 1 : T;
+    memset(dq, 0, (size_t)shape_numel(&n->shape) * sizeof *dq);
+    for (int64_t b = 0; b < d.B; b++)
+        for (int64_t h = 0; h < d.H; h++) {
+            int64_t kvh = h / (d.H / d.KV);
+            for (int64_t i = 0; i < d.T; i++) {
+                int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd;
+                double di = dot(dO + qo, O + qo, d.hd);
+                if (parts[0]) parts[0][(b * d.H + h) * d.T + i] = di;
+                int64_t n_keys = n->a.causal ? i + 1 : d.T;
                 for (int64_t j = 0; j < n_keys; j++) {
-                    const double *kj = K + (b * T + j) * KV * hd + kvh * hd, *vj = V + (b * T + j) * KV * hd + kvh * hd;
-                    double sc = 0, dp = 0;
-                    for (int64_t e = 0; e < hd; e++) sc += qi[e] * kj[e], dp += doi[e] * vj[e];
-                    double p = exp(sc * scale - lse[(b * H + h) * T + i]);
-                    double ds = p * (dp - di);
-                    double *dqi = dq + (b * T + i) * H * hd + h * hd;
-                    double *dkj = dk + (b * T + j) * KV * hd + kvh * hd, *dvj = dv + (b * T + j) * KV * hd + kvh * hd;
-                    for (int64_t e = 0; e < hd; e++) {
-                        dqi[e] += ds * kj[e] * scale;
-                        dkj[e] += ds * qi[e] * scale;
-                        dvj[e] += p * doi[e];
+                    int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
+                    double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[(b * d.H + h) * d.T + i]);
+                    double ds = p * (dot(dO + qo, V + ko, d.hd) - di);
+                    for (int64_t e = 0; e < d.hd; e++) dq[qo + e] += ds * K[ko + e] * d.scale;
+                }
+            }
+        }
+}
+
+/* in: dO, q, k, v, lse, dsum; out: dk; parts: dv */
+static void attention_backward_dkv(const Node *n, double **in, double *dk, double **parts) {
+    AttnDims d = attn_dims(n);
+    const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *lse = in[4], *dsum = in[5];
+    double *dv = parts[0];
+    memset(dk, 0, (size_t)shape_numel(&n->shape) * sizeof *dk);
+    memset(dv, 0, (size_t)shape_numel(&n->shape) * sizeof *dv);
+    for (int64_t b = 0; b < d.B; b++)
+        for (int64_t h = 0; h < d.H; h++) {
+            int64_t kvh = h / (d.H / d.KV);
+            for (int64_t i = 0; i < d.T; i++) {
+                int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd, st = (b * d.H + h) * d.T + i;
+                int64_t n_keys = n->a.causal ? i + 1 : d.T;
+                for (int64_t j = 0; j < n_keys; j++) {
+                    int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
+                    double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[st]);
+                    double ds = p * (dot(dO + qo, V + ko, d.hd) - dsum[st]);
+                    for (int64_t e = 0; e < d.hd; e++) {
+                        dk[ko + e] += ds * Q[qo + e] * d.scale;
+                        dv[ko + e] += p * dO[qo + e];
                     }
                 }
             }
@@ -213,6 +246,20 @@ static void embedding(const Node *n, double **in, double *out) {
     }
 }
 
+/* in: ids; out: the row indices in order of id, rows of one id in row order; parts: where
+ * each id's rows start (vocab + 1 entries) */
+static void embedding_sort(const Node *n, double **in, double *out, double **parts) {
+    int64_t rows = shape_numel(&n->in[0]->shape), V = n->a.vocab;
+    double *start = parts[0];
+    int64_t *next = xcalloc((size_t)V + 1, sizeof *next);
+    for (int64_t r = 0; r < rows; r++) next[(int64_t)in[0][r] + 1]++;
+    for (int64_t v = 0; v < V; v++) next[v + 1] += next[v];
+    for (int64_t v = 0; v <= V; v++) start[v] = (double)next[v];
+    for (int64_t r = 0; r < rows; r++) out[next[(int64_t)in[0][r]]++] = (double)r;
+    free(next);
+}
+
+/* in: dy, ids (the sorted order and starts are for the GPU's summation order) */
 static void embedding_backward(const Node *n, double **in, double *out) {
     int64_t D = n->shape.dim[1], rows = shape_numel(&n->in[1]->shape);
     memset(out, 0, (size_t)shape_numel(&n->shape) * sizeof *out);
@@ -239,13 +286,15 @@ void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, dou
     }
     switch (n->op) {
     case OP_EMBEDDING: embedding(n, in, out); break;
+    case OP_EMBEDDING_SORT: embedding_sort(n, in, out, parts); break;
     case OP_EMBEDDING_BACKWARD: embedding_backward(n, in, out); break;
     case OP_RMS_NORMALIZE: rms_normalize(n, in, out); break;
     case OP_RMS_NORMALIZE_BACKWARD: rms_normalize_backward(n, in, out); break;
     case OP_ROPE:
     case OP_ROPE_BACKWARD: rope(c, n, in, out); break;
     case OP_ATTENTION: attention(n, in, out, parts); break;
-    case OP_ATTENTION_BACKWARD: attention_backward(n, in, out, parts); break;
+    case OP_ATTENTION_BACKWARD_DQ: attention_backward_dq(n, in, out, parts); break;
+    case OP_ATTENTION_BACKWARD_DKV: attention_backward_dkv(n, in, out, parts); break;
     case OP_CROSS_ENTROPY: cross_entropy(c, n, in, out, parts); break;
     case OP_CROSS_ENTROPY_BACKWARD: cross_entropy_backward(c, n, in, out); break;
     case OP_SUM_TO:

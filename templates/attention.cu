@@ -1,4 +1,5 @@
-// Causal={{CAUSAL}} attention, one block per (batch, head, query row); {{H}} heads share
+// Causal={{CAUSAL}} attention, the exact kernel (the f32 and f64 policies, and the reference
+// the flash kernel is tested against): one block per (batch, head, query row); {{H}} heads share
 // {{KV}} kv heads; scale 1/sqrt({{HD}}). Scores and probabilities stay f32 in shared memory
 // (as SDPA's fused kernels keep them on chip); the output is rounded to its dtype and the
 // row's log-sum-exp is kept for the backward pass.

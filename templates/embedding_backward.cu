@@ -1,5 +1,6 @@
 // dW[v, :] = sum of dy[r, :] over the rows r whose id is v, in row order: one block per
-// vocabulary row scans the ids (deterministic, no atomics).
+// vocabulary row scans the ids (deterministic, no atomics). The reference for
+// embedding_backward_sorted.cu.
 extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     __shared__ int ids[256];

@@ -1,5 +1,5 @@
 // Sums [{{M}}, {{C}}] over its rows: 32 columns a block, 8 row lanes, then a fixed-order
-// sum of the lanes (deterministic).
+// sum of the lanes (deterministic). The reference for sum_to_split.cu.
 extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     __shared__ {{R}} part[8][33];

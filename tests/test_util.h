@@ -43,8 +43,9 @@ static inline char *test_write_graph(const char *name, const char *lua) {
 
 /* Compiles a graph file (policy NULL keeps the graph's own; defines "k=v,k=v") and returns
  * the plan as the runtime reads it back from text. */
-static inline Plan *test_compile(const char *path, const char *policy, const char *defines, int fuse) {
+static inline Plan *test_compile_with(const char *path, const char *policy, const char *defines, int fuse, int reference) {
     CompileOptions o = {0};
+    o.reference_kernels = reference;
     o.front.graph_path = path;
     o.front.policy_path = policy;
     int cap = 0;
@@ -61,6 +62,10 @@ static inline Plan *test_compile(const char *path, const char *policy, const cha
     Plan *pl = plan_read(r.plan, path);
     pl->kernels = r.kernels;
     return pl;
+}
+
+static inline Plan *test_compile(const char *path, const char *policy, const char *defines, int fuse) {
+    return test_compile_with(path, policy, defines, fuse, 0);
 }
 
 static uint64_t test_rng = 0x2545f4914f6cdd1dull;

@@ -1,0 +1,588 @@
+// ---- flash attention: softmax(q k^T * scale) v and its gradient, tiled on tensor cores.
+// Included in kernels.cu once when a plan has an attention kernel in f16 or bf16; the
+// kernels that call it (attention_flash.cu, attention_backward_*_flash.cu) pass every size
+// as a template argument, so each instantiation is straight-line code for its shapes.
+//
+// Layouts: q, o, dq [B, T, H*HD]; k, v, dk, dv [B, T, KV*HD]; lse, dsum [B, H, T] in f32.
+// Query head h reads kv head h / (H / KV) in place (grouped-query attention, no copies).
+// A warp owns 16 rows of a tile and computes with mma.sync m16n8k16 (f16 or bf16 in, f32
+// accumulate); on sm_75 f16 runs as two m16n8k8 and bf16, which Turing's tensor cores
+// lack, as an exact emulation with warp shuffles. The scores S and probabilities P stay in
+// registers in f32; P (and dS in the backward pass) is rounded to the input dtype right
+// before it enters a product, as SDPA's fused kernels do. Rows of a tile past T are
+// zero-filled and masked, so T need not be a multiple of any tile size.
+//
+// Fragment layout of m16n8k16 (lane = 4 g + t): A (16x16) a0 (row g, cols 2t, 2t+1),
+// a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..); B (16x8, k x n) b0 (k 2t, 2t+1; n g),
+// b1 (k 2t+8..; n g); C (16x8) c0 c1 (row g, cols 2t, 2t+1), c2 c3 (row g+8). So the C
+// fragments of two neighbouring 8-column tiles of S are exactly the A fragment of P for a
+// 16-deep product: P never leaves registers.
+namespace flash {
+
+typedef unsigned int u32;
+
+__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+template <typename E> __device__ __forceinline__ u32 pack(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(u32 *)&h;
+}
+template <> __device__ __forceinline__ u32 pack<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(u32 *)&h;
+}
+template <typename E> __device__ __forceinline__ float2 unpack(u32 v);
+template <> __device__ __forceinline__ float2 unpack<__half>(u32 v) { return __half22float2(*(__half2 *)&v); }
+template <> __device__ __forceinline__ float2 unpack<__nv_bfloat16>(u32 v) {
+    return __bfloat1622float2(*(__nv_bfloat162 *)&v);
+}
+
+// d += a b: one m16n8k16 product with f32 accumulators
+template <typename E> __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]);
+
+template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#endif
+}
+
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    // Turing has no bf16 tensor cores: the same product from the same fragments, the
+    // operands gathered across the quad with shuffles, in f32 (exact products).
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < 4; q++) {
+        const int la = g * 4 + q, lb0 = (2 * t) * 4 + q, lb1 = (2 * t + 1) * 4 + q;
+        const float2 ar0 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, a[0], la));  // row g, k 2q, 2q+1
+        const float2 ar1 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, a[1], la));  // row g+8
+        const float2 ar2 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, a[2], la));  // row g, k 2q+8, 2q+9
+        const float2 ar3 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, a[3], la));  // row g+8
+        const float2 b00 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, b[0], lb0)); // col 2t, k 2q, 2q+1
+        const float2 b01 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, b[1], lb0)); // col 2t, k 2q+8, 2q+9
+        const float2 b10 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, b[0], lb1)); // col 2t+1
+        const float2 b11 = unpack<__nv_bfloat16>(__shfl_sync(0xffffffffu, b[1], lb1));
+        d[0] += ar0.x * b00.x + ar0.y * b00.y + ar2.x * b01.x + ar2.y * b01.y;
+        d[1] += ar0.x * b10.x + ar0.y * b10.y + ar2.x * b11.x + ar2.y * b11.y;
+        d[2] += ar1.x * b00.x + ar1.y * b00.y + ar3.x * b01.x + ar3.y * b01.y;
+        d[3] += ar1.x * b10.x + ar1.y * b10.y + ar3.x * b11.x + ar3.y * b11.y;
+    }
+#endif
+}
+
+// four 8x8 matrices of 16-bit elements from shared memory; lane l gives the address of row
+// l % 8 of matrix l / 8 and receives, per matrix, (row l / 4, cols 2 (l % 4), +1) — or,
+// transposed, (rows 2 (l % 4), +1; col l / 4)
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4_t(u32 (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// 16 bytes global -> shared, zeros when !valid (src must still be a valid address);
+// asynchronous from sm_80, a plain copy through registers before
+__device__ __forceinline__ void copy16(void *dst, const void *src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+#else
+    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void copy4(void *dst, const void *src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+#else
+    *(float *)dst = valid ? *(const float *)src : 0.0f;
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// waits until at most N of the committed groups are still in flight
+template <int N> __device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Rows [row0, row0 + R) of a [T, stride] tensor (HD elements from `src`), into shared
+// memory with a row pitch of P elements; rows at or past T become zeros.
+template <typename E, int R, int HD, int P, int NT>
+__device__ __forceinline__ void load_rows(E *dst, const E *src, int row0, int T, long stride) {
+    constexpr int CH = HD / 8; // 16-byte chunks per row
+    for (int c = threadIdx.x; c < R * CH; c += NT) {
+        const int r = c / CH, k = c % CH;
+        const bool ok = row0 + r < T;
+        copy16(dst + r * P + k * 8, src + (ok ? (long)(row0 + r) * stride : 0L) + k * 8, ok);
+    }
+}
+
+// R floats [row0, row0 + R) of a [T] row of f32 statistics; past T: zeros
+template <int R, int NT> __device__ __forceinline__ void load_stats(float *dst, const float *src, int row0, int T) {
+    for (int r = threadIdx.x; r < R; r += NT) copy4(dst + r, src + (row0 + r < T ? row0 + r : 0), row0 + r < T);
+}
+
+// A fragments of 16 rows x 16 columns at (row, col) of a shared tile with pitch P
+template <int P> __device__ __forceinline__ void load_a(u32 (&a)[4], const void *tile, int row, int col) {
+    const int lane = threadIdx.x & 31;
+    ldsm4(a, (const unsigned short *)tile + (row + (lane & 15)) * P + col + (lane >> 4) * 8);
+}
+
+// B fragments for two n-tiles (n, n+8) and one 16-deep k step of a product with a tile whose
+// rows are the n index and columns the k index (k^T in q k^T): b0 = {r0, r1}, b1 = {r2, r3}
+template <int P> __device__ __forceinline__ void load_b_rows(u32 (&r)[4], const void *tile, int n, int k) {
+    const int lane = threadIdx.x & 31;
+    ldsm4(r, (const unsigned short *)tile + (n + (lane >> 4) * 8 + (lane & 7)) * P + k + ((lane >> 3) & 1) * 8);
+}
+
+// B fragments for one 16-deep k step and two n-tiles (n, n+8) of a product with a tile whose
+// rows are the k index (v in p v): transposed loads
+template <int P> __device__ __forceinline__ void load_b_cols(u32 (&r)[4], const void *tile, int k, int n) {
+    const int lane = threadIdx.x & 31;
+    ldsm4_t(r, (const unsigned short *)tile + (k + (lane & 15)) * P + n + (lane >> 4) * 8);
+}
+
+// the A fragment of a 16-deep product from two neighbouring C tiles (columns j, j+8)
+template <typename E> __device__ __forceinline__ void c_to_a(u32 (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+    a[0] = pack<E>(c0[0], c0[1]);
+    a[1] = pack<E>(c0[2], c0[3]);
+    a[2] = pack<E>(c1[0], c1[1]);
+    a[3] = pack<E>(c1[2], c1[3]);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Each warp's accumulators of ROWS x HD (C fragments, MT row tiles) rounded to E into the
+// warp's own rows of a shared tile, then copied out 16 bytes at a time; rows past T dropped.
+template <typename E, int MT, int HD, int P>
+__device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 8][4], float mul, E *dst, int row0, int T,
+                                           long stride) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    E *mine = tile + warp * 16 * MT * P;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                *(u32 *)(mine + (mt * 16 + g + 8 * h) * P + n * 8 + 2 * t) =
+                    pack<E>(acc[mt][n][2 * h] * mul, acc[mt][n][2 * h + 1] * mul);
+    __syncwarp();
+    constexpr int CH = HD / 8;
+    for (int c = lane; c < 16 * MT * CH; c += 32) {
+        const int r = c / CH, k = c % CH, row = row0 + warp * 16 * MT + r;
+        if (row < T) *(uint4 *)(dst + (long)row * stride + k * 8) = *(const uint4 *)(mine + r * P + k * 8);
+    }
+}
+
+// ---- forward: one block of 4 warps per (batch, head, BR = 64 MT query rows); the key
+// tiles of BC rows stream through a double buffer. o = softmax(s) v with the online
+// softmax in base 2; lse is the natural log-sum-exp of each row's scaled scores.
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int MT, int BC>
+__device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o, float *lse, float scale) {
+    constexpr int NT = 128, BR = 4 * 16 * MT, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
+    static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
+    extern __shared__ __align__(16) unsigned char flash_smem[];
+    E *qs = (E *)flash_smem, *ks = qs + BR * P, *vs = ks + 2 * BC * P; // [BR][P], [2][BC][P], [2][BC][P]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int b = blockIdx.x / H, h = blockIdx.x % H, kvh = h / (H / KV);
+    const int q0 = (NQB - 1 - (int)blockIdx.y) * BR; // the longest rows first under causal
+    const long qstride = (long)H * HD, kstride = (long)KV * HD;
+    const E *qg = q + (long)b * T * qstride + (long)h * HD;
+    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * kstride + (long)kvh * HD;
+    const int last_row = (q0 + BR < T ? q0 + BR : T) - 1;
+    const int nkb = CAUSAL ? last_row / BC + 1 : NKB;
+    const int warp_last = q0 + (warp + 1) * 16 * MT - 1;
+    const float sl2 = scale * 1.4426950408889634f; // scores to base 2
+
+    load_rows<E, BR, HD, P, NT>(qs, qg, q0, T, qstride);
+    load_rows<E, BC, HD, P, NT>(ks, kg, 0, T, kstride);
+    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, kstride);
+    copy_commit();
+
+    u32 qf[MT][HD / 16][4];
+    float acc[MT][HD / 8][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+    }
+    for (int kb = 0; kb < nkb; kb++) {
+        if (kb + 1 < nkb) {
+            load_rows<E, BC, HD, P, NT>(ks + ((kb + 1) & 1) * BC * P, kg, (kb + 1) * BC, T, kstride);
+            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, kstride);
+        }
+        copy_commit();
+        copy_wait<1>();
+        __syncthreads();
+        if (kb == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int kk = 0; kk < HD / 16; kk++) load_a<P>(qf[mt][kk], qs, warp * 16 * MT + mt * 16, kk * 16);
+        }
+        const E *kt = ks + (kb & 1) * BC * P, *vt = vs + (kb & 1) * BC * P;
+        if (!CAUSAL || kb * BC <= warp_last) { // else every key of the tile is after this warp's rows
+            float s[MT][BC / 8][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < BC / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+                for (int n = 0; n < BC / 8; n += 2) {
+                    u32 r[4];
+                    load_b_rows<P>(r, kt, n * 8, kk * 16);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma<E>(s[mt][n], qf[mt][kk], b0);
+                        mma<E>(s[mt][n + 1], qf[mt][kk], b1);
+                    }
+                }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * hr;
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                        for (int c = 0; c < 2; c++) {
+                            const int key = kb * BC + n * 8 + 2 * t + c;
+                            float x = s[mt][n][2 * hr + c] * sl2;
+                            if (key >= T || (CAUSAL && key > row)) x = -INFINITY;
+                            s[mt][n][2 * hr + c] = x;
+                            mx = fmaxf(mx, x);
+                        }
+                    const float mnew = fmaxf(m[mt][hr], quad_max(mx));
+                    const float base = mnew == -INFINITY ? 0.0f : mnew; // a row with no key yet
+                    const float corr = exp2f(m[mt][hr] - base);
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                        for (int c = 0; c < 2; c++) {
+                            const float p = exp2f(s[mt][n][2 * hr + c] - base);
+                            s[mt][n][2 * hr + c] = p;
+                            sum += p;
+                        }
+                    l[mt][hr] = l[mt][hr] * corr + sum;
+                    m[mt][hr] = mnew;
+#pragma unroll
+                    for (int n = 0; n < HD / 8; n++) acc[mt][n][2 * hr] *= corr, acc[mt][n][2 * hr + 1] *= corr;
+                }
+#pragma unroll
+            for (int ks16 = 0; ks16 < BC / 16; ks16++) {
+                u32 a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) c_to_a<E>(a[mt], s[mt][2 * ks16], s[mt][2 * ks16 + 1]);
+#pragma unroll
+                for (int n = 0; n < HD / 8; n += 2) {
+                    u32 r[4];
+                    load_b_cols<P>(r, vt, ks16 * 16, n * 8);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma<E>(acc[mt][n], a[mt], b0);
+                        mma<E>(acc[mt][n + 1], a[mt], b1);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    // this warp's rows of qs were read only by this warp: they stage the output
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float total = quad_sum(l[mt][hr]);
+            const float inv = 1.0f / total;
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++) acc[mt][n][2 * hr] *= inv, acc[mt][n][2 * hr + 1] *= inv;
+            const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * hr;
+            if (lse && t == 0 && row < T) lse[((long)b * H + h) * T + row] = (m[mt][hr] + log2f(total)) * 0.6931471805599453f;
+        }
+    store_rows<E, MT, HD, P>(qs, acc, 1.0f, o + (long)b * T * qstride + (long)h * HD, q0, T, qstride);
+}
+
+// ---- backward, kernel 1 of 2: dq, and dsum = rowsum(dO * O) for kernel 2. One block of
+// 4 warps per (batch, head, 64 query rows), streaming the key tiles as the forward does:
+// p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k.
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC>
+__device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
+                                            const float *lse, E *dq, float *dsum, float scale) {
+    constexpr int NT = 128, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
+    static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
+    extern __shared__ __align__(16) unsigned char flash_smem[];
+    E *qs = (E *)flash_smem, *dos = qs + BR * P, *ks = dos + BR * P, *vs = ks + 2 * BC * P;
+    float *dsm = (float *)(vs + 2 * BC * P); // [BR]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int b = blockIdx.x / H, h = blockIdx.x % H, kvh = h / (H / KV);
+    const int q0 = (NQB - 1 - (int)blockIdx.y) * BR;
+    const long qstride = (long)H * HD, kstride = (long)KV * HD;
+    const long qoff = (long)b * T * qstride + (long)h * HD, stats = ((long)b * H + h) * T;
+    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * kstride + (long)kvh * HD;
+    const int last_row = (q0 + BR < T ? q0 + BR : T) - 1;
+    const int nkb = CAUSAL ? last_row / BC + 1 : NKB;
+    const int warp_last = q0 + warp * 16 + 15;
+    const float sl2 = scale * 1.4426950408889634f;
+
+    load_rows<E, BR, HD, P, NT>(qs, q + qoff, q0, T, qstride);
+    load_rows<E, BR, HD, P, NT>(dos, dout + qoff, q0, T, qstride);
+    load_rows<E, BC, HD, P, NT>(ks, kg, 0, T, kstride);
+    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, kstride);
+    copy_commit();
+    { // dsum of the block's rows, two threads a row, straight from global memory
+        const int r = threadIdx.x >> 1, half = threadIdx.x & 1, row = q0 + r;
+        float d = 0.0f;
+        if (row < T) {
+            const E *po = out + qoff + (long)row * qstride + half * (HD / 2), *pd = dout + qoff + (long)row * qstride + half * (HD / 2);
+#pragma unroll
+            for (int c = 0; c < HD / 2; c += 8) {
+                const uint4 vo = *(const uint4 *)(po + c), vd = *(const uint4 *)(pd + c);
+                const u32 wo[4] = {vo.x, vo.y, vo.z, vo.w}, wd[4] = {vd.x, vd.y, vd.z, vd.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 fo = unpack<E>(wo[j]), fd = unpack<E>(wd[j]);
+                    d += fo.x * fd.x + fo.y * fd.y;
+                }
+            }
+        }
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        if (!half) {
+            dsm[r] = d;
+            if (row < T) dsum[stats + row] = d;
+        }
+    }
+    u32 qf[HD / 16][4], df[HD / 16][4];
+    float acc[1][HD / 8][4], lse2[2], dsr[2];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) acc[0][n][0] = acc[0][n][1] = acc[0][n][2] = acc[0][n][3] = 0.0f;
+    for (int kb = 0; kb < nkb; kb++) {
+        if (kb + 1 < nkb) {
+            load_rows<E, BC, HD, P, NT>(ks + ((kb + 1) & 1) * BC * P, kg, (kb + 1) * BC, T, kstride);
+            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, kstride);
+        }
+        copy_commit();
+        copy_wait<1>();
+        __syncthreads();
+        if (kb == 0) {
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                load_a<P>(qf[kk], qs, warp * 16, kk * 16);
+                load_a<P>(df[kk], dos, warp * 16, kk * 16);
+            }
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int row = q0 + warp * 16 + g + 8 * hr;
+                lse2[hr] = row < T ? lse[stats + row] * 1.4426950408889634f : 0.0f;
+                dsr[hr] = dsm[warp * 16 + g + 8 * hr];
+            }
+        }
+        const E *kt = ks + (kb & 1) * BC * P, *vt = vs + (kb & 1) * BC * P;
+        if (!CAUSAL || kb * BC <= warp_last) {
+            float s[BC / 8][4], dp[BC / 8][4];
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+                for (int n = 0; n < BC / 8; n += 2) {
+                    u32 r[4];
+                    load_b_rows<P>(r, kt, n * 8, kk * 16);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                    mma<E>(s[n], qf[kk], b0);
+                    mma<E>(s[n + 1], qf[kk], b1);
+                    load_b_rows<P>(r, vt, n * 8, kk * 16);
+                    const u32 c0[2] = {r[0], r[1]}, c1[2] = {r[2], r[3]};
+                    mma<E>(dp[n], df[kk], c0);
+                    mma<E>(dp[n + 1], df[kk], c1);
+                }
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int row = q0 + warp * 16 + g + 8 * (e >> 1), key = kb * BC + n * 8 + 2 * t + (e & 1);
+                    const bool keep = row < T && key < T && (!CAUSAL || key <= row);
+                    const float p = keep ? exp2f(s[n][e] * sl2 - lse2[e >> 1]) : 0.0f;
+                    s[n][e] = p * (dp[n][e] - dsr[e >> 1]); // ds
+                }
+#pragma unroll
+            for (int ks16 = 0; ks16 < BC / 16; ks16++) {
+                u32 a[4];
+                c_to_a<E>(a, s[2 * ks16], s[2 * ks16 + 1]);
+#pragma unroll
+                for (int n = 0; n < HD / 8; n += 2) {
+                    u32 r[4];
+                    load_b_cols<P>(r, kt, ks16 * 16, n * 8);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                    mma<E>(acc[0][n], a, b0);
+                    mma<E>(acc[0][n + 1], a, b1);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    store_rows<E, 1, HD, P>(qs, acc, scale, dq + qoff, q0, T, qstride);
+}
+
+// ---- backward, kernel 2 of 2: dk and dv. One block of 4 warps per (batch, kv head, 64
+// keys); each warp owns 16 keys and keeps k and v in registers (HD <= 64; larger heads
+// re-read them from shared memory). The block walks every query head of its kv head and
+// every query tile of BQ rows that can see its keys, so dk and dv are summed over the group
+// in registers, with one writer per element: with s^T = k q^T, p^T = exp(s^T - lse),
+// dp^T = v dO^T, ds^T = p^T (dp^T - dsum): dv = p^T dO, dk = scale ds^T q.
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ>
+__device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                                             const float *dsum, E *dk, E *dv, float scale) {
+    constexpr int NT = 128, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
+    constexpr bool KV_REGS = HD <= 64;
+    static_assert(HD % 16 == 0 && BQ % 16 == 0 && H % KV == 0, "flash attention tile shapes");
+    extern __shared__ __align__(16) unsigned char flash_smem[];
+    E *ks = (E *)flash_smem, *vs = ks + BK * P, *qs = vs + BK * P, *dos = qs + 2 * BQ * P;
+    float *ls = (float *)(dos + 2 * BQ * P), *dss = ls + 2 * BQ; // [2][BQ] each
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int b = blockIdx.x / KV, kvh = blockIdx.x % KV;
+    const int k0 = blockIdx.y * BK; // the keys seen by the most queries first under causal
+    const long qstride = (long)H * HD, kstride = (long)KV * HD;
+    const long koff = (long)b * T * kstride + (long)kvh * HD;
+    const int first_qb = CAUSAL ? k0 / BQ : 0, per_head = NQB - first_qb, steps = REP * per_head;
+    const int warp_first = k0 + warp * 16;
+    const float sl2 = scale * 1.4426950408889634f;
+
+    load_rows<E, BK, HD, P, NT>(ks, k + koff, k0, T, kstride);
+    load_rows<E, BK, HD, P, NT>(vs, v + koff, k0, T, kstride);
+    // the tile of step i: query head kvh * REP + i / per_head, query block first_qb + i % per_head
+    auto issue = [&](int i) {
+        const int hq = kvh * REP + i / per_head, qb0 = (first_qb + i % per_head) * BQ, buf = i & 1;
+        const long qoff = (long)b * T * qstride + (long)hq * HD, stats = ((long)b * H + hq) * T;
+        load_rows<E, BQ, HD, P, NT>(qs + buf * BQ * P, q + qoff, qb0, T, qstride);
+        load_rows<E, BQ, HD, P, NT>(dos + buf * BQ * P, dout + qoff, qb0, T, qstride);
+        load_stats<BQ, NT>(ls + buf * BQ, lse + stats, qb0, T);
+        load_stats<BQ, NT>(dss + buf * BQ, dsum + stats, qb0, T);
+    };
+    issue(0);
+    copy_commit();
+
+    u32 kf[KV_REGS ? HD / 16 : 1][4], vf[KV_REGS ? HD / 16 : 1][4];
+    float dka[1][HD / 8][4], dva[1][HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dka[0][n][e] = dva[0][n][e] = 0.0f;
+    for (int i = 0; i < steps; i++) {
+        if (i + 1 < steps) issue(i + 1);
+        copy_commit();
+        copy_wait<1>();
+        __syncthreads();
+        if (KV_REGS && i == 0) {
+#pragma unroll
+            for (int kk = 0; kk < (KV_REGS ? HD / 16 : 1); kk++) {
+                load_a<P>(kf[kk], ks, warp * 16, kk * 16);
+                load_a<P>(vf[kk], vs, warp * 16, kk * 16);
+            }
+        }
+        const int qb0 = (first_qb + i % per_head) * BQ, buf = i & 1;
+        const E *qt = qs + buf * BQ * P, *dt = dos + buf * BQ * P;
+        const float *lt = ls + buf * BQ, *dst = dss + buf * BQ;
+        if (!CAUSAL || qb0 + BQ - 1 >= warp_first) { // else every query of the tile is before this warp's keys
+            float s[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+            for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                u32 ka[4], va[4];
+                if (KV_REGS) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) ka[e] = kf[KV_REGS ? kk : 0][e], va[e] = vf[KV_REGS ? kk : 0][e];
+                } else {
+                    load_a<P>(ka, ks, warp * 16, kk * 16);
+                    load_a<P>(va, vs, warp * 16, kk * 16);
+                }
+#pragma unroll
+                for (int n = 0; n < BQ / 8; n += 2) {
+                    u32 r[4];
+                    load_b_rows<P>(r, qt, n * 8, kk * 16);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                    mma<E>(s[n], ka, b0);
+                    mma<E>(s[n + 1], ka, b1);
+                    load_b_rows<P>(r, dt, n * 8, kk * 16);
+                    const u32 c0[2] = {r[0], r[1]}, c1[2] = {r[2], r[3]};
+                    mma<E>(dp[n], va, c0);
+                    mma<E>(dp[n + 1], va, c1);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = warp_first + g + 8 * (e >> 1), qc = n * 8 + 2 * t + (e & 1), query = qb0 + qc;
+                    const bool keep = query < T && (!CAUSAL || key <= query);
+                    const float p = keep ? exp2f(s[n][e] * sl2 - lt[qc] * 1.4426950408889634f) : 0.0f;
+                    s[n][e] = p;
+                    dp[n][e] = p * (dp[n][e] - dst[qc]); // ds^T
+                }
+#pragma unroll
+            for (int ks16 = 0; ks16 < BQ / 16; ks16++) {
+                u32 ap[4], ad[4];
+                c_to_a<E>(ap, s[2 * ks16], s[2 * ks16 + 1]);
+                c_to_a<E>(ad, dp[2 * ks16], dp[2 * ks16 + 1]);
+#pragma unroll
+                for (int n = 0; n < HD / 8; n += 2) {
+                    u32 r[4];
+                    load_b_cols<P>(r, dt, ks16 * 16, n * 8);
+                    const u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+                    mma<E>(dva[0][n], ap, b0);
+                    mma<E>(dva[0][n + 1], ap, b1);
+                    load_b_cols<P>(r, qt, ks16 * 16, n * 8);
+                    const u32 c0[2] = {r[0], r[1]}, c1[2] = {r[2], r[3]};
+                    mma<E>(dka[0][n], ad, c0);
+                    mma<E>(dka[0][n + 1], ad, c1);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    // each warp's own 16 rows of ks and vs stage dk and dv
+    store_rows<E, 1, HD, P>(ks, dka, scale, dk + koff, k0, T, kstride);
+    store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + koff, k0, T, kstride);
+}
+
+} // namespace flash
