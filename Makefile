@@ -19,6 +19,7 @@ GPU_TESTS := $(patsubst tests/gpu/%.c,build/gpu/%,$(wildcard tests/gpu/test_*.c)
 
 -include tokenizer/tokenizer.mk
 
+.DEFAULT_GOAL := all
 all: mmc
 
 mmc: build/obj/compiler/main.o $(OBJ)
@@ -60,8 +61,12 @@ gpu-tests: mmc $(GPU_TESTS)
 test-gpu: gpu-tests
 	bash tests/gpu/run.sh
 
+# on a machine with a GPU and PyTorch: mmc beside PyTorch eager and torch.compile (bench/train_bench.py)
+bench: mmc
+	python3 bench/train_bench.py
+
 clean:
 	rm -rf build mmc
 
-.PHONY: all generate test gpu-tests test-gpu clean
+.PHONY: all generate test gpu-tests test-gpu bench clean
 -include $(shell find build -name '*.d' 2>/dev/null)

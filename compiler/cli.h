@@ -9,6 +9,7 @@ int cmd_train(int argc, char **argv);         /* runtime/train_cli.c */
 int cmd_tokens(int argc, char **argv);        /* runtime/tokens.c */
 int cmd_export(int argc, char **argv);        /* runtime/checkpoint.c */
 int cmd_step(int argc, char **argv);          /* runtime/step_cli.c */
+int cmd_bench(int argc, char **argv);         /* runtime/bench.c */
 int cmd_init(int argc, char **argv);          /* runtime/train_cli.c */
 int cmd_tokenizer(int argc, char **argv);     /* tokenizer/tokenizer_cli.c */
 int cmd_data(int argc, char **argv);          /* tokenizer/data_cli.c */

@@ -110,9 +110,67 @@ char *index_for(const Node *x, const Shape *space) {
     return xasprintf("i %% %lldL", (long long)nx);
 }
 
+/* ---- wide mode (codegen_internal.h) */
+
+static int wide_dtype(DType t) { return t == DT_F16 || t == DT_BF16 || t == DT_F32 || t == DT_F64; }
+
+int wide_operand(const Node *x) {
+    int64_t m = shape_numel(&x->shape);
+    return wide_dtype(x->dtype) && (m == 1 || m % 8 == 0);
+}
+
+int wide_ok(const Gen *G, Node *const *nodes, int n, const Shape *space) {
+    if (shape_numel(space) % 8) return 0;
+    for (int i = 0; i < n; i++) {
+        const Node *x = nodes[i];
+        if (x->op == OP_PART) continue;
+        if (x->materialized && x->buffer >= 0 && !wide_dtype(x->dtype)) return 0;
+        for (int k = 0; k < x->n_in; k++) {
+            const Node *in = x->in[k];
+            if (in->group == G->gr->id) continue; /* computed in this kernel: a register */
+            if (!wide_operand(in)) return 0;
+        }
+    }
+    return 1;
+}
+
+void wide_begin(Gen *G, const char *ind) {
+    G->wide = 1;
+    G->wind = ind;
+    sb_free(&G->wloads);
+    sb_free(&G->wstores);
+    memset(G->wloaded, 0, (size_t)G->g->next_id);
+    memset(G->wstored, 0, (size_t)G->g->next_id);
+}
+
+void wide_end(Gen *G, char **loads, char **stores) {
+    G->wide = 0;
+    *loads = G->wloads.s ? G->wloads.s : xstrdup("");
+    *stores = G->wstores.s ? G->wstores.s : xstrdup("");
+    G->wloads = (StrBuf){0};
+    G->wstores = (StrBuf){0};
+}
+
+/* x's eight values of this step: one wide load, at the index i0 (or i0 % n) of the first */
+static char *wide_load(Gen *G, const Node *x, const char *idx) {
+    if (!G->wloaded[x->id]) {
+        G->wloaded[x->id] = 1;
+        const char *p = ptr(G, x);
+        sb_printf(&G->wloads, "%s%s L%d[8];\n", G->wind, G->R, x->id);
+        if (!strcmp(idx, "0")) sb_printf(&G->wloads, "%sldv1(%s, L%d);\n", G->wind, p, x->id);
+        else sb_printf(&G->wloads, "%sldv(%s, i0%s, L%d);\n", G->wind, p, idx + 1, x->id);
+    }
+    return xasprintf("L%d[k]", x->id);
+}
+
 char *operand(Gen *G, const Node *x, const Shape *space) {
     if (G->scope[x->id]) return xasprintf("v%d", x->id);
     char *idx = index_for(x, space);
+    if (G->wide) {
+        char *s = wide_load(G, x, idx);
+        free(idx);
+        return s;
+    }
     char *s = xasprintf("ld(%s, %s)", ptr(G, x), idx);
     free(idx);
     return s;
@@ -122,8 +180,9 @@ static char *expr_of(Gen *G, const Node *n, const Shape *space) {
     const OpInfo *info = &op_info[n->op];
     if (n->op == OP_GRAD_ACCUMULATE) { /* grads[param] += g, in the gradient's dtype */
         char *a = operand(G, n->in[0], space);
-        char *s = xasprintf("mmc_add(ld(%s, i), (%s)%s)", ptr(G, n), G->R, a);
-        free(a);
+        char *old = G->wide ? wide_load(G, n, "i") : xasprintf("ld(%s, i)", ptr(G, n));
+        char *s = xasprintf("mmc_add(%s, (%s)%s)", old, G->R, a);
+        free(a), free(old);
         return s;
     }
     if (!info->cuda) die("internal error: %s has no CUDA expression", info->name);
@@ -150,7 +209,16 @@ static char *expr_of(Gen *G, const Node *n, const Shape *space) {
 void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind) {
     const char *r = rounder(G, n->dtype);
     if (*r) sb_printf(o, "%sv%d = %s(v%d);\n", ind, n->id, r, n->id);
-    if (n->materialized && n->buffer >= 0) sb_printf(o, "%sst(%s, i, v%d);\n", ind, ptr(G, n), n->id);
+    if (n->materialized && n->buffer >= 0 && G->wide) {
+        if (!G->wstored[n->id]) {
+            G->wstored[n->id] = 1;
+            sb_printf(&G->wloads, "%s%s S%d[8];\n", G->wind, G->R, n->id);
+            sb_printf(&G->wstores, "%sstv(%s, i0, S%d);\n", G->wind, ptr(G, n), n->id);
+        }
+        sb_printf(o, "%sS%d[k] = v%d;\n", ind, n->id, n->id);
+    } else if (n->materialized && n->buffer >= 0) {
+        sb_printf(o, "%sst(%s, i, v%d);\n", ind, ptr(G, n), n->id);
+    }
     G->scope[n->id] = 1;
 }
 
@@ -205,25 +273,36 @@ int64_t blocks_for(int64_t n, int64_t threads) {
     return b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b;
 }
 
+/* Eight consecutive elements a thread, with 16-byte loads and stores, where every operand
+ * allows it (elementwise_wide.cu); one element a thread otherwise. */
 static void gen_elementwise(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     const Shape *space = &gr->nodes[gr->n_nodes - 1]->shape;
+    int wide = wide_ok(G, gr->nodes, gr->n_nodes, space);
     StrBuf body = {0};
-    for (int i = 0; i < gr->n_nodes; i++) emit_node(G, &body, gr->nodes[i], space, "        ");
+    char *loads = NULL, *stores = NULL;
+    if (wide) wide_begin(G, "        ");
+    for (int i = 0; i < gr->n_nodes; i++) emit_node(G, &body, gr->nodes[i], space, wide ? "            " : "        ");
+    if (wide) wide_end(G, &loads, &stores);
     Keys ks = {0};
     key(&ks, "NAME", "%s", gr->kernel);
     key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
     key(&ks, "N", "%lld", (long long)shape_numel(space));
     key(&ks, "BODY", "%s", body.s ? body.s : "");
-    render(o, "elementwise.cu", &ks);
+    if (wide) {
+        key(&ks, "LOADS", "%s", loads);
+        key(&ks, "STORES", "%s", stores);
+    }
+    render(o, wide ? "elementwise_wide.cu" : "elementwise.cu", &ks);
     gr->block = 256;
-    gr->grid = blocks_for(shape_numel(space), 256);
+    gr->grid = blocks_for(shape_numel(space) / (wide ? 8 : 1), 256);
     sb_free(&body);
+    free(loads), free(stores);
 }
 
 char *codegen_cuda(const Graph *g, Program *p, int reference_kernels) {
     Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, reference_kernels, 0, {0}, xcalloc((size_t)g->next_id, 1),
-             xcalloc((size_t)g->next_id, 1)};
+             xcalloc((size_t)g->next_id, 1), 0, {0}, {0}, xcalloc((size_t)g->next_id, 1), xcalloc((size_t)g->next_id, 1), ""};
     StrBuf o = {0}, k = {0};
     sb_printf(&o, "// kernels.cu for graph '%s' (%s), policy %s, rounding %s.\n", g->name, g->source, g->policy.name,
               g->policy.round_eager ? "eager" : "fused");
@@ -267,5 +346,6 @@ char *codegen_cuda(const Graph *g, Program *p, int reference_kernels) {
     sb_free(&G.ptrs);
     free(G.declared);
     free(G.scope);
+    free(G.wloaded), free(G.wstored);
     return o.s;
 }

@@ -7,6 +7,8 @@
 
 #include "codegen_internal.h"
 
+#define B(i) (1u << (i))
+
 typedef struct Split {
     Node **pro, **epi;
     int n_pro, n_epi, cap_pro, cap_epi;
@@ -37,11 +39,25 @@ static void free_split(Split *s) {
     free(s->in_array);
 }
 
-static char *prologue(Gen *G, Split *s, const Shape *space, const char *ind) {
+/* `slot`: the index of the element in the thread's pv arrays ("k", or "c * 8 + k" when wide) */
+/* The prologue over `pro_space` and the epilogue over `epi_space` can run 8 elements at a
+ * time, and so can the anchor's inputs the template reads through operand(). */
+static int split_wide(const Gen *G, const Split *s, const Shape *pro_space, const Shape *epi_space, unsigned read_inputs) {
+    const Node *a = G->gr->anchor;
+    if (G->reference || !wide_ok(G, s->pro, s->n_pro, pro_space) || !wide_ok(G, s->epi, s->n_epi, epi_space)) return 0;
+    if (shape_numel(&a->shape) % 8 || !wide_operand(a)) return 0;
+    for (int k = 0; k < a->n_in; k++) {
+        const Node *x = a->in[k];
+        if ((read_inputs & (1u << k)) && x->group != G->gr->id && !wide_operand(x)) return 0;
+    }
+    return 1;
+}
+
+static char *prologue(Gen *G, Split *s, const Shape *space, const char *ind, const char *slot) {
     StrBuf o = {0};
     for (int i = 0; i < s->n_pro; i++) {
         emit_node(G, &o, s->pro[i], space, ind);
-        if (s->in_array[s->pro[i]->id]) sb_printf(&o, "%spv%d[k] = v%d;\n", ind, s->pro[i]->id, s->pro[i]->id);
+        if (s->in_array[s->pro[i]->id]) sb_printf(&o, "%spv%d[%s] = v%d;\n", ind, s->pro[i]->id, slot, s->pro[i]->id);
     }
     return o.s ? o.s : xstrdup("");
 }
@@ -54,13 +70,13 @@ static char *arrays(Gen *G, Split *s, int per) {
 }
 
 /* The epilogue: the anchor's value is v<anchor id>, already declared by the template. */
-static char *epilogue(Gen *G, Split *s, const char *ind) {
+static char *epilogue(Gen *G, Split *s, const char *ind, const char *slot) {
     StrBuf o = {0};
     Node *a = G->gr->anchor;
     for (int i = 0; i < s->n_pro; i++) G->scope[s->pro[i]->id] = 0;
     for (int i = 0; i < s->n_pro; i++)
         if (s->in_array[s->pro[i]->id]) {
-            sb_printf(&o, "%sconst %s v%d = pv%d[k];\n", ind, G->R, s->pro[i]->id, s->pro[i]->id);
+            sb_printf(&o, "%sconst %s v%d = pv%d[%s];\n", ind, G->R, s->pro[i]->id, s->pro[i]->id, slot);
             G->scope[s->pro[i]->id] = 1;
         }
     finish_value(G, &o, a, ind);
@@ -211,17 +227,22 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_RMS_NORMALIZE_BACKWARD: {
         const Shape *in = &a->in[0]->shape;
         int64_t d = in->dim[in->rank - 1], rows = shape_numel(in) / d;
-        int threads = threads_for_row(d), per = (int)((d + threads - 1) / threads);
-        char *pro = prologue(G, &s, in, "            ");
         int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD;
+        int wide = d % 8 == 0 && split_wide(G, &s, in, &a->shape, bwd ? B(0) | B(1) : B(0));
+        int threads = threads_for_row(wide ? d / 8 : d), per = (int)((d / (wide ? 8 : 1) + threads - 1) / threads);
+        char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
+        if (wide) wide_begin(G, "            ");
+        char *pro = prologue(G, &s, in, wide ? "                " : "            ", wide ? "c * 8 + k" : "k");
         char *x = operand(G, a->in[bwd ? 1 : 0], in);
         char *dy = bwd ? operand(G, a->in[0], in) : NULL;
-        char *epi = epilogue(G, &s, "            ");
+        if (wide) wide_end(G, &pl, &ps), wide_begin(G, "            ");
+        char *epi = epilogue(G, &s, wide ? "                " : "            ", wide ? "c * 8 + k" : "k");
+        if (wide) wide_end(G, &el, &es);
         char *eps = literal(G, a->a.eps);
-        char *arr = arrays(G, &s, per);
+        char *arr = arrays(G, &s, wide ? per * 8 : per);
         key(&ks, "THREADS", "%d", threads);
         key(&ks, "D", "%lld", (long long)d);
-        key(&ks, "PER", "%d", per);
+        key(&ks, wide ? "CH" : "PER", "%d", per);
         key(&ks, "EPS", "%s", eps);
         key(&ks, "ARRAYS", "%s", arr);
         key(&ks, "PROLOGUE", "%s", pro);
@@ -229,26 +250,40 @@ void gen_anchor(Gen *G, StrBuf *o) {
         if (bwd) key(&ks, "DY", "%s", dy);
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
+        if (wide) {
+            key(&ks, "PRO_LOADS", "%s", pl), key(&ks, "PRO_STORES", "%s", ps);
+            key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
+        }
         pointers(G, &ks);
         gr->grid = rows, gr->block = threads;
-        tmpl = bwd ? "rms_normalize_backward.cu" : "rms_normalize.cu";
-        free(pro), free(x), free(dy), free(epi), free(eps), free(arr);
+        tmpl = bwd ? (wide ? "rms_normalize_backward_wide.cu" : "rms_normalize_backward.cu")
+                   : (wide ? "rms_normalize_wide.cu" : "rms_normalize.cu");
+        free(pro), free(x), free(dy), free(epi), free(eps), free(arr), free(pl), free(ps), free(el), free(es);
         break;
     }
     case OP_SUM_TO:
     case OP_SUM_ALL: {
         const Shape *in = &a->in[0]->shape;
         int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
-        char *pro = prologue(G, &s, in, a->op == OP_SUM_TO ? "            " : "        ");
+        int split = a->op == OP_SUM_TO && !G->reference;
+        int wide = split && c % 8 == 0 && split_wide(G, &s, in, &a->shape, B(0));
+        char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
+        if (wide) wide_begin(G, "            ");
+        char *pro = prologue(G, &s, in, wide ? "                " : a->op == OP_SUM_TO ? "            " : "        ", "k");
         char *x = operand(G, a->in[0], in);
-        char *epi = epilogue(G, &s, "        ");
+        if (wide) wide_end(G, &pl, &ps), wide_begin(G, "        ");
+        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
+        if (wide) wide_end(G, &el, &es);
         key(&ks, "PROLOGUE", "%s", pro);
         key(&ks, "X", "%s", x);
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
-        if (a->op == OP_SUM_TO && !G->reference) {
-            /* strips of 32 columns times chunks of rows: about 2048 blocks, at least 8 rows each */
-            int64_t strips = (c + 31) / 32, chunks = (2048 + strips - 1) / strips, most = (m + 7) / 8;
+        if (split) {
+            /* strips of 32 columns (256 when wide: blocks of 8 times the work) times chunks of
+             * rows: about 2048 blocks (512 wide), at least 8 rows each */
+            int64_t width = wide ? 256 : 32, strips = (c + width - 1) / width;
+            int64_t chunks = ((wide ? 512 : 2048) + strips - 1) / strips;
+            int64_t most = (m + 7) / 8;
             if (chunks > most) chunks = most;
             if (chunks < 1) chunks = 1;
             int64_t rows = (m + chunks - 1) / chunks;
@@ -258,8 +293,12 @@ void gen_anchor(Gen *G, StrBuf *o) {
             key(&ks, "ROWS", "%lld", (long long)rows);
             key(&ks, "CHUNKS", "%lld", (long long)chunks);
             key(&ks, "STRIPS", "%lld", (long long)strips);
+            if (wide) {
+                key(&ks, "PRO_LOADS", "%s", pl), key(&ks, "PRO_STORES", "%s", ps);
+                key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
+            }
             gr->grid = strips, gr->grid_y = chunks, gr->block = 256;
-            tmpl = "sum_to_split.cu";
+            tmpl = wide ? "sum_to_split_wide.cu" : "sum_to_split.cu";
         } else if (a->op == OP_SUM_TO) {
             key(&ks, "M", "%lld", (long long)m);
             key(&ks, "C", "%lld", (long long)c);
@@ -271,13 +310,13 @@ void gen_anchor(Gen *G, StrBuf *o) {
             tmpl = "sum_all.cu";
         }
         pointers(G, &ks);
-        free(pro), free(x), free(epi);
+        free(pro), free(x), free(epi), free(pl), free(ps), free(el), free(es);
         break;
     }
     case OP_EMBEDDING: {
         int64_t d = a->shape.dim[a->shape.rank - 1], n = shape_numel(&a->shape);
         char *w = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        char *epi = epilogue(G, &s, "        ");
+        char *epi = epilogue(G, &s, "        ", "k");
         key(&ks, "N", "%lld", (long long)n);
         key(&ks, "D", "%lld", (long long)d);
         key(&ks, "ROWS", "%lld", (long long)(n / d));
@@ -300,15 +339,19 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "ROWS", "%lld", (long long)rows);
         key(&ks, "V", "%lld", (long long)v);
         key(&ks, "PASSES", "%lld", (long long)passes);
+        /* the digit counts, and the id counts when they fit beside them, in shared memory */
+        int counts_shared = (256 * 32 + v + 1) * 4 <= 160 * 1024;
+        key(&ks, "COUNTS_SHARED", "%d", counts_shared);
         pointers(G, &ks);
         gr->grid = 1, gr->block = 1024;
+        gr->smem = (256 * 32 + (counts_shared ? v + 1 : 0)) * 4;
         tmpl = "embedding_sort.cu";
         break;
     }
     case OP_EMBEDDING_BACKWARD: {
         int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape), v = a->shape.dim[0];
         char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        char *epi = epilogue(G, &s, G->reference ? "            " : "                    ");
+        char *epi = epilogue(G, &s, G->reference ? "            " : "                    ", "k");
         key(&ks, "D", "%lld", (long long)d);
         key(&ks, "ROWS", "%lld", (long long)rows);
         key(&ks, "PER", "%lld", (long long)((d + 255) / 256));
@@ -339,8 +382,14 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_ROPE_BACKWARD: {
         const Shape *x = &a->shape;
         int64_t row = x->dim[2], hd = row / a->a.heads;
+        /* eight elements a thread when they lie in one half of a head, in both cos and sin */
+        int wide = hd % 16 == 0 && !G->reference && wide_operand(a->in[0]) && wide_operand(a->in[1]) &&
+                   wide_operand(a->in[2]) && split_wide(G, &s, x, x, 0);
         char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
-        char *epi = epilogue(G, &s, "        ");
+        char *el = NULL, *es = NULL;
+        if (wide) wide_begin(G, "        ");
+        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
+        if (wide) wide_end(G, &el, &es);
         key(&ks, "N", "%lld", (long long)shape_numel(x));
         key(&ks, "HD", "%lld", (long long)hd);
         key(&ks, "HALF", "%lld", (long long)(hd / 2));
@@ -353,10 +402,11 @@ void gen_anchor(Gen *G, StrBuf *o) {
         if (a->op == OP_ROPE_BACKWARD) key(&ks, "RDX", "%s", rounder(G, a->a.to));
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
+        if (wide) key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
         pointers(G, &ks);
-        gr->grid = blocks_for(shape_numel(x), 256), gr->block = 256;
-        tmpl = a->op == OP_ROPE ? "rope.cu" : "rope_backward.cu";
-        free(px), free(pc), free(ps), free(epi);
+        gr->grid = blocks_for(shape_numel(x) / (wide ? 8 : 1), 256), gr->block = 256;
+        tmpl = a->op == OP_ROPE ? (wide ? "rope_wide.cu" : "rope.cu") : (wide ? "rope_backward_wide.cu" : "rope_backward.cu");
+        free(px), free(pc), free(ps), free(epi), free(el), free(es);
         break;
     }
     case OP_ATTENTION:
@@ -365,6 +415,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_CROSS_ENTROPY: {
         const Shape *x = &a->in[0]->shape;
         int64_t v = x->dim[x->rank - 1];
+        int wide = v % 8 == 0 && !G->reference && wide_operand(a->in[0]);
         key(&ks, "V", "%lld", (long long)v);
         key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
         key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
@@ -376,13 +427,17 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "RDC", "%s", rounder(G, a->compute));
         pointers(G, &ks);
         gr->grid = shape_numel(x) / v, gr->block = 256;
-        tmpl = "cross_entropy.cu";
+        tmpl = wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
         break;
     }
     case OP_CROSS_ENTROPY_BACKWARD: {
         const Shape *x = &a->shape;
         int64_t v = x->dim[x->rank - 1];
-        char *epi = epilogue(G, &s, "        ");
+        int wide = v % 8 == 0 && wide_operand(a->in[1]) && split_wide(G, &s, x, x, 0);
+        char *el = NULL, *es = NULL;
+        if (wide) wide_begin(G, "        ");
+        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
+        if (wide) wide_end(G, &el, &es);
         key(&ks, "V", "%lld", (long long)v);
         key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
         key(&ks, "DLOSS", "%s", ptr(G, a->in[0]));
@@ -393,10 +448,11 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "RDC", "%s", rounder(G, a->compute));
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
+        if (wide) key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
         pointers(G, &ks);
         gr->grid = shape_numel(x) / v, gr->block = 256;
-        tmpl = "cross_entropy_backward.cu";
-        free(epi);
+        tmpl = wide ? "cross_entropy_backward_wide.cu" : "cross_entropy_backward.cu";
+        free(epi), free(el), free(es);
         break;
     }
     default: die("internal error: no template for anchor %s", op_info[a->op].name);

@@ -16,6 +16,13 @@ typedef struct Gen {
     StrBuf ptrs;    /* pointer declarations of the kernel being made */
     char *declared; /* by node id: its pointer is declared */
     char *scope;    /* by node id: its register value v<id> is in scope */
+    /* Wide mode: the code being emitted computes element k of 8 consecutive ones, i = i0 + k.
+     * A value read from memory is L<id>[k], loaded by one wide access before the elements; a
+     * value stored goes to S<id>[k], written by one wide access after them. */
+    int wide;
+    StrBuf wloads, wstores; /* the section's wide loads (and store arrays), its wide stores */
+    char *wloaded, *wstored; /* by node id, within the section */
+    const char *wind;        /* indentation of the section's loads and stores */
 } Gen;
 
 typedef struct Keys {
@@ -35,6 +42,12 @@ void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind);
 void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char *ind);
 int depends_on(const Node *n, const Node *anchor, const Group *gr);
 int64_t blocks_for(int64_t n, int64_t threads);
+/* Wide mode for the nodes that follow until wide_end; wide_ok says whether a set of nodes
+ * computed over `space` can run in it (8 divides every length; no int operands). */
+int wide_ok(const Gen *G, Node *const *nodes, int n, const Shape *space);
+int wide_operand(const Node *x); /* x can be read 8 elements at a time */
+void wide_begin(Gen *G, const char *ind);
+void wide_end(Gen *G, char **loads, char **stores);
 
 void gen_anchor(Gen *G, StrBuf *o);
 void gen_cast_weights(Gen *G, StrBuf *o);

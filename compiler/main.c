@@ -18,6 +18,7 @@ static const struct {
     {"init", cmd_init, "init PLAN_DIR -o RUN_DIR [--seed N]   a run folder with initial weights"},
     {"export", cmd_export, "export RUN_DIR [--dtype f16] -o OUT.safetensors   weights in another dtype"},
     {"step", cmd_step, "step PLAN_DIR --data FILE --init W.safetensors [--backend ref|cuda] -o GRADS.safetensors"},
+    {"bench", cmd_bench, "bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--json FILE]   the step's speed on the GPU"},
     {"tokenizer", cmd_tokenizer, "tokenizer train|encode|decode|bench ...   byte-level BPE tokenizers (tokenizer.json)"},
     {"data", cmd_data, "data CORPUS.jsonl --tokenizer FILE --seq 512 -o train.bin [--val F] [--pack]   jsonl -> token files"},
 };

@@ -8,6 +8,7 @@
 #include "plan.h"
 
 typedef struct Backend Backend;
+typedef struct BackendProbe BackendProbe;
 struct Backend {
     const char *name;
     Plan *pl;
@@ -25,6 +26,18 @@ struct Backend {
     void (*read_async)(Backend *b, int buffer, int64_t offset, void *dst, int64_t bytes);
     int (*fence)(Backend *b);           /* marks the work queued so far; returns a ticket */
     void (*wait)(Backend *b, int ticket); /* until the work before that fence is done */
+    const BackendProbe *probe;          /* measurements, where the backend has them (NULL on ref) */
+};
+
+/* What `mmc bench` measures on a device. Times are of device work, by device events. */
+struct BackendProbe {
+    int (*mark)(Backend *b);                        /* a timing event after the work queued so far */
+    double (*ms_between)(Backend *b, int from, int to); /* waits for `to`, then the ms between the two */
+    /* runs the phase's groups one by one, each between two events: ms[g] for group g (0 for
+     * the groups of other phases) */
+    void (*profile_phase)(Backend *b, Phase phase, double *ms);
+    int (*launches)(Backend *b, Phase phase);       /* kernels in the phase's captured graph, -1 before capture */
+    int64_t (*device_bytes)(Backend *b);            /* device memory taken since the backend started */
 };
 
 /* dies unless [offset, offset + bytes) lies inside the plan's buffer; `what` names the copy */

@@ -26,7 +26,7 @@
         if (s_ != CUBLAS_STATUS_SUCCESS) die("cublasLt: %s: status %d (%s)", what, (int)s_, #call); \
     } while (0)
 
-enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64 };
+enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256 };
 
 typedef struct Gemm {
     cublasLtMatmulDesc_t desc;
@@ -53,6 +53,12 @@ typedef struct Cuda {
     int next_fence;
     void **pinned;
     int n_pinned, cap_pinned;
+    /* measurement */
+    cudaEvent_t mark[MARKS]; /* a ring of timing events */
+    int next_mark;
+    cudaEvent_t *around;      /* [groups + 1] for profile_phase, made on first use */
+    int launches[2];          /* kernel nodes of each phase's graph, -1 before capture */
+    size_t free_at_start;     /* device memory free once the context existed */
 } Cuda;
 
 static cudaDataType_t cuda_type(DType t) {
@@ -137,6 +143,21 @@ static void launch_phase(Cuda *c, Phase phase) {
         if (c->base.pl->p->groups[i]->phase == phase) cuda_run_group(&c->base, i);
 }
 
+static int kernel_nodes(cudaGraph_t graph) {
+    size_t n = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, NULL, &n), "graph nodes");
+    cudaGraphNode_t *nodes = xcalloc(n + 1, sizeof *nodes);
+    CUDA_CHECK(cudaGraphGetNodes(graph, nodes, &n), "graph nodes");
+    int kernels = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType t;
+        CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &t), "graph node type");
+        kernels += t == cudaGraphNodeTypeKernel;
+    }
+    free(nodes);
+    return kernels;
+}
+
 /* The first run of a phase launches its kernels one by one (so a failure names its kernel);
  * the second captures them as a graph; later runs replay it. */
 static void cuda_run_phase(Backend *b, Phase phase) {
@@ -154,6 +175,7 @@ static void cuda_run_phase(Backend *b, Phase phase) {
     CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "begin capture");
     launch_phase(c, phase);
     CUDA_CHECK(cudaStreamEndCapture(c->stream, &graph), "end capture");
+    c->launches[phase] = kernel_nodes(graph);
     CUDA_CHECK(cudaGraphInstantiate(&c->graph[phase], graph, 0), "instantiate graph");
     cudaGraphDestroy(graph);
     CUDA_CHECK(cudaGraphLaunch(c->graph[phase], c->stream), "graph launch");
@@ -208,10 +230,72 @@ static void cuda_wait(Backend *b, int ticket) {
     CUDA_CHECK(cudaEventSynchronize(c->fence[ticket % FENCES]), "a kernel of the step");
 }
 
+/* ---- measurement (mmc bench) */
+
+static int cuda_mark(Backend *b) {
+    Cuda *c = (Cuda *)b;
+    int m = c->next_mark++;
+    CUDA_CHECK(cudaEventRecord(c->mark[m % MARKS], c->stream), "timing event");
+    return m;
+}
+
+static double cuda_ms_between(Backend *b, int from, int to) {
+    Cuda *c = (Cuda *)b;
+    if (c->next_mark - from > MARKS) die("cuda backend: timing event %d was reused before it was read", from);
+    CUDA_CHECK(cudaEventSynchronize(c->mark[to % MARKS]), "a kernel of the step");
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, c->mark[from % MARKS], c->mark[to % MARKS]), "elapsed time");
+    return ms;
+}
+
+static void cuda_profile_phase(Backend *b, Phase phase, double *ms) {
+    Cuda *c = (Cuda *)b;
+    const Program *p = b->pl->p;
+    if (!c->around) {
+        c->around = xcalloc((size_t)p->n_groups + 1, sizeof *c->around);
+        for (int i = 0; i <= p->n_groups; i++) CUDA_CHECK(cudaEventCreate(&c->around[i]), "timing event");
+    }
+    int prev = -1;
+    for (int i = 0; i < p->n_groups; i++) {
+        ms[i] = 0;
+        if (p->groups[i]->phase != phase) continue;
+        CUDA_CHECK(cudaEventRecord(c->around[i], c->stream), "timing event");
+        cuda_run_group(b, i);
+        prev = i;
+    }
+    if (prev < 0) return;
+    CUDA_CHECK(cudaEventRecord(c->around[p->n_groups], c->stream), "timing event");
+    CUDA_CHECK(cudaEventSynchronize(c->around[p->n_groups]), "a kernel of the step");
+    for (int i = 0, last = -1; i <= p->n_groups; i++) {
+        if (i < p->n_groups && p->groups[i]->phase != phase) continue;
+        if (last >= 0) {
+            float t = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&t, c->around[last], c->around[i]), "elapsed time");
+            ms[last] = t;
+        }
+        last = i;
+    }
+}
+
+static int cuda_launches(Backend *b, Phase phase) { return ((Cuda *)b)->launches[phase]; }
+
+static int64_t cuda_device_bytes(Backend *b) {
+    Cuda *c = (Cuda *)b;
+    size_t free_now = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_now, &total), "memory info");
+    return (int64_t)c->free_at_start - (int64_t)free_now;
+}
+
+static const BackendProbe cuda_probe = {cuda_mark, cuda_ms_between, cuda_profile_phase, cuda_launches, cuda_device_bytes};
+
 static void cuda_destroy(Backend *b) {
     Cuda *c = (Cuda *)b;
     cudaStreamSynchronize(c->stream);
     for (int i = 0; i < FENCES; i++) cudaEventDestroy(c->fence[i]);
+    for (int i = 0; i < MARKS; i++) cudaEventDestroy(c->mark[i]);
+    if (c->around)
+        for (int i = 0; i <= b->pl->p->n_groups; i++) cudaEventDestroy(c->around[i]);
+    free(c->around);
     for (int i = 0; i < c->n_pinned; i++) cudaFreeHost(c->pinned[i]);
     free(c->pinned);
     for (int p = 0; p < 2; p++)
@@ -252,13 +336,18 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     }
     Cuda *c = xcalloc(1, sizeof *c);
     c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy,
-                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait};
+                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe};
+    c->launches[0] = c->launches[1] = -1;
     const char *dbg = getenv("MMC_SYNC");
     c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
     CUDA_CHECK(cudaSetDevice(0), "set device");
+    CUDA_CHECK(cudaFree(0), "start the CUDA context");
+    size_t total_mem = 0;
+    CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     for (int i = 0; i < FENCES; i++) CUDA_CHECK(cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming), "event");
+    for (int i = 0; i < MARKS; i++) CUDA_CHECK(cudaEventCreate(&c->mark[i]), "timing event");
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
     char *src = load_source(pl);

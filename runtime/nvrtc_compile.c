@@ -1,5 +1,6 @@
 /* nvrtc_compile: see nvrtc_compile.h. Also `mmc check-kernels`, which compiles a plan's kernels.cu for the
- * archs users run (sm_90 H100/H200, sm_80 A100, sm_75 T4) without needing a GPU. */
+ * archs users run (sm_90 H100/H200, sm_80 A100, sm_75 T4) without needing a GPU, and with
+ * --cache keeps the cubins in the kernel cache, so a GPU machine given that cache starts warm. */
 #include "nvrtc_compile.h"
 
 #include <nvrtc.h>
@@ -135,22 +136,24 @@ void *nvrtc_compile(const char *source, const char *source_name, const char *arc
 int cmd_check_kernels(int argc, char **argv) {
     const char *dir = NULL;
     const char *archs[16];
-    int n_arch = 0;
+    int n_arch = 0, cache = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--cache")) cache = 1;
+        else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
             if (n_arch == 16) die("check-kernels: too many --arch");
             archs[n_arch++] = argv[++i];
         } else if (argv[i][0] == '-') die("check-kernels: unknown option %s", argv[i]);
         else dir = argv[i];
     }
-    if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR [--arch sm_90]...");
+    if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR [--arch sm_90]... [--cache]");
     if (!n_arch) archs[n_arch++] = "sm_90", archs[n_arch++] = "sm_80", archs[n_arch++] = "sm_75";
     char *path = path_join(dir, "kernels.cu");
     char *src = read_file(path, NULL);
     for (int i = 0; i < n_arch; i++) {
         size_t size;
-        void *cubin = nvrtc_compile(src, path, archs[i], &size);
-        printf("%s: %s ok (%zu bytes of cubin)\n", path, archs[i], size);
+        int hit = 0;
+        void *cubin = cache ? nvrtc_compile_cached(src, path, archs[i], &size, &hit) : nvrtc_compile(src, path, archs[i], &size);
+        printf("%s: %s ok (%zu bytes of cubin%s)\n", path, archs[i], size, !cache ? "" : hit ? ", already in the cache" : ", now in the cache");
         free(cubin);
     }
     free(src);

@@ -34,6 +34,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     if (!last) return;
     __threadfence();
     double total = 0, kept = 0;
+#pragma unroll 8
     for (long r = threadIdx.x; r < {{ROWS}}L; r += blockDim.x) {
         total += ld_cg({{STATS}}, r * 3 + 2);
         kept += ld({{LABELS}}, r) != {{IGNORE}};

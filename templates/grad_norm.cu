@@ -1,8 +1,8 @@
 // Update phase, kernel 1 of 3: GradScaler.unscale_ + clip_grad_norm_ without writing the
 // gradients. One block per chunk of one parameter: the chunk's sum of squares of the
 // unscaled gradients and whether any gradient is inf/nan. The last block sums the chunks of
-// each parameter in order (torch._foreach_norm), takes the L2 norm of those norms, the clip
-// coefficient and this update's learning rate.
+// each parameter (a warp a parameter, in a fixed order: torch._foreach_norm), takes the L2
+// norm of those norms, the clip coefficient and this update's learning rate.
 {{TABLES}}
 extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     __shared__ double red[32];
@@ -37,20 +37,29 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!last || threadIdx.x != 0) return;
+    if (!last) return;
     __threadfence();
+    // each warp takes every 8th parameter: its lanes sum the chunks, then a fixed butterfly
     double *norms = partial + {{NCHUNKS}};
-    int found = 0;
-    for (int p = 0; p < {{NPARAMS}}; p++) {
-        norms[p] = 0;
-        for (int k = {{P}}_chunk0[p]; k < {{P}}_chunk0[p + 1]; k++) {
-            norms[p] += __ldcg(partial + k);
-            found |= __ldcg(bad + k);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int found_w = 0;
+    for (int p = warp; p < {{NPARAMS}}; p += blockDim.x >> 5) {
+        double sum = 0;
+        for (int k = {{P}}_chunk0[p] + lane; k < {{P}}_chunk0[p + 1]; k += 32) {
+            sum += __ldcg(partial + k);
+            found_w |= __ldcg(bad + k);
         }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) norms[p] = sum;
     }
+    found_w = __any_sync(0xffffffffu, found_w);
+    if (lane == 0 && found_w) bad_shared = 1; // this block's own flag, now or-ed with every chunk's
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int found = bad_shared;
     float total_sq = 0;
     for (int p = 0; p < {{NPARAMS}}; p++) {
-        const float n = (float)sqrt(norms[p]);
+        const float n = (float)sqrt(__ldcg(norms + p));
         norms[p] = n;
         total_sq = mmc_add(total_sq, mmc_mul(n, n));
     }

@@ -87,3 +87,64 @@ template <typename T> __device__ T block_max(T v, T *shared) {
     for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = shared[w] > m ? shared[w] : m;
     return m;
 }
+
+// ---- 8 consecutive elements at p + i (i a multiple of 8, so 16 or 32 bytes aligned) in one
+// or two wide accesses: the kernels that stream tensors load and store through these. The
+// values and their rounding are those of ld and st, element by element.
+template <typename R> __device__ __forceinline__ void ldv(const __half *p, long i, R (&o)[8]) {
+    const uint4 u = *(const uint4 *)(p + i);
+    const __half2 *h = (const __half2 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 f = __half22float2(h[j]);
+        o[2 * j] = f.x, o[2 * j + 1] = f.y;
+    }
+}
+template <typename R> __device__ __forceinline__ void ldv(const __nv_bfloat16 *p, long i, R (&o)[8]) {
+    const uint4 u = *(const uint4 *)(p + i);
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 f = __bfloat1622float2(h[j]);
+        o[2 * j] = f.x, o[2 * j + 1] = f.y;
+    }
+}
+template <typename R> __device__ __forceinline__ void ldv(const float *p, long i, R (&o)[8]) {
+    const float4 a = *(const float4 *)(p + i), c = *(const float4 *)(p + i + 4);
+    o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = c.x, o[5] = c.y, o[6] = c.z, o[7] = c.w;
+}
+template <typename R> __device__ __forceinline__ void ldv(const double *p, long i, R (&o)[8]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const double2 d = *(const double2 *)(p + i + 2 * j);
+        o[2 * j] = d.x, o[2 * j + 1] = d.y;
+    }
+}
+// one value for all eight (a scalar operand)
+template <typename T, typename R> __device__ __forceinline__ void ldv1(const T *p, R (&o)[8]) {
+    const R v = ld(p, 0);
+#pragma unroll
+    for (int j = 0; j < 8; j++) o[j] = v;
+}
+template <typename R> __device__ __forceinline__ void stv(__half *p, long i, const R (&v)[8]) {
+    uint4 u;
+    __half2 *h = (__half2 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) h[j] = __floats2half2_rn((float)v[2 * j], (float)v[2 * j + 1]);
+    *(uint4 *)(p + i) = u;
+}
+template <typename R> __device__ __forceinline__ void stv(__nv_bfloat16 *p, long i, const R (&v)[8]) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) h[j] = __floats2bfloat162_rn((float)v[2 * j], (float)v[2 * j + 1]);
+    *(uint4 *)(p + i) = u;
+}
+template <typename R> __device__ __forceinline__ void stv(float *p, long i, const R (&v)[8]) {
+    *(float4 *)(p + i) = make_float4((float)v[0], (float)v[1], (float)v[2], (float)v[3]);
+    *(float4 *)(p + i + 4) = make_float4((float)v[4], (float)v[5], (float)v[6], (float)v[7]);
+}
+template <typename R> __device__ __forceinline__ void stv(double *p, long i, const R (&v)[8]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) *(double2 *)(p + i + 2 * j) = make_double2((double)v[2 * j], (double)v[2 * j + 1]);
+}

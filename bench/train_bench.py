@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""`make bench`: the MiniMind2-small training step (graphs/minimind.lua, amp_fp16 under its
+default eager rounding) in mmc beside PyTorch eager (autocast fp16 + GradScaler + AdamW)
+and torch.compile with fused AdamW, at each batch size, seq 512, in one run on one GPU.
+
+mmc runs `mmc bench` twice per batch: with an empty kernel cache (NVRTC compiles, so its
+first step is a cold start) and again warm, with the per-kernel profile. PyTorch runs
+bench/torch_bench.py, one process per setup. Every setup: median of CUDA-event timings of
+at least 20 consecutive steps after a warm-up, tokens/s, MFU (FLOPs per token 6 N + 6 L T d
+against the H200's 989 TFLOP/s dense fp16), peak device memory (mmc: all it took; PyTorch:
+max_memory_reserved), kernel launches per step and the time to the first step. Results go
+to bench/results/*.json; the last lines printed are the table.
+
+  python3 bench/train_bench.py [--batches 64,32] [--steps 30] [--warmup 5] [--no-torch]
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+PEAK_FLOPS = 989e12  # H200 (SXM) dense fp16 tensor-core peak, datasheet
+
+
+def run(cmd, env=None):
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(p.stdout, end="", flush=True)
+    if p.returncode:
+        sys.exit(f"bench: {' '.join(cmd)} failed with status {p.returncode}")
+    return p.stdout
+
+
+def load(path):
+    with open(path) as f:
+        return json.loads(f.readline())
+
+
+def plan_config(plan_dir):
+    with open(os.path.join(plan_dir, "plan")) as f:
+        for line in f:
+            if line.startswith("config "):
+                return {k: float(v) for k, v in (w.split("=", 1) for w in line.split()[1:])}
+    sys.exit(f"bench: {plan_dir}/plan has no config line")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batches", default="64,32")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-torch", action="store_true", help="mmc only")
+    a = ap.parse_args()
+    if a.steps < 20:
+        sys.exit("bench: --steps must be at least 20")
+    os.makedirs(RESULTS, exist_ok=True)
+    rows = []
+    for batch in [int(b) for b in a.batches.split(",")]:
+        plan = os.path.join(ROOT, "build", "bench", f"minimind_b{batch}")
+        run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", "-o", plan, "--quiet"])
+        cfg = plan_config(plan)
+        cache = tempfile.mkdtemp(prefix="mmc-cache-")
+        env = dict(os.environ, MMC_CACHE=cache)
+        cold_json = os.path.join(RESULTS, f"mmc_b{batch}_cold.json")
+        run(["./mmc", "bench", plan, "--steps", "20", "--warmup", "3", "--json", cold_json], env)
+        warm_json = os.path.join(RESULTS, f"mmc_b{batch}.json")
+        run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--profile", "--json", warm_json],
+            env)
+        shutil.rmtree(cache, ignore_errors=True)
+        mmc = load(warm_json)
+        mmc["first_step_cold_s"] = load(cold_json)["first_step_s"]
+        mmc["first_step_warm_s"] = mmc["first_step_s"]
+        flops = 6 * mmc["params"] + 6 * cfg["layers"] * cfg["seq"] * cfg["dim"]
+        batch_rows = [dict(mmc, setup="mmc amp_fp16")]
+        if not a.no_torch:
+            for mode in ("eager", "compile"):
+                out = os.path.join(RESULTS, f"torch_{mode}_b{batch}.json")
+                run([sys.executable, "bench/torch_bench.py", "--mode", mode, "--batch", str(batch), "--seq",
+                     str(int(cfg["seq"])), "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out])
+                r = load(out)
+                r["setup"] = {"eager": "PyTorch eager", "compile": "torch.compile"}[mode]
+                batch_rows.append(r)
+        ref = next((r for r in batch_rows if r["setup"] == "torch.compile"), None)
+        for r in batch_rows:
+            r["mfu"] = r["tokens_per_s"] * flops / PEAK_FLOPS
+            r["flops_per_token"] = flops
+            if ref:
+                r["vs_torch_compile"] = r["tokens_per_s"] / ref["tokens_per_s"]
+        rows += batch_rows
+    summary = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "gpu": next((r["gpu"] for r in rows if "gpu" in r), None), "rows": rows}
+    with open(os.path.join(RESULTS, "summary.json.tmp"), "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    os.replace(os.path.join(RESULTS, "summary.json.tmp"), os.path.join(RESULTS, "summary.json"))
+
+    print(f"\nMiniMind2-small training step, seq 512, amp_fp16 ({summary['gpu'] or 'GPU'}), median of {a.steps} steps")
+    print("| setup | batch | tokens/s | ms/step | MFU | peak GiB | launches/step | first step | tokens/s vs torch.compile |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        first = (f"{r['first_step_cold_s']:.1f} s cold, {r['first_step_warm_s']:.2f} s warm" if "first_step_cold_s" in r
+                 else f"{r['first_step_s']:.1f} s")
+        ratio = f"{r['vs_torch_compile']:.2f}x" if "vs_torch_compile" in r else "-"
+        print(f"| {r['setup']} | {r['batch']} | {r['tokens_per_s'] / 1e6:.3f} M | {r['ms_per_step']:.2f} | "
+              f"{100 * r['mfu']:.1f}% | {r['device_bytes'] / 2**30:.2f} | {r['launches_per_step']} | {first} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
