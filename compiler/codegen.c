@@ -278,7 +278,7 @@ int64_t blocks_for(int64_t n, int64_t threads) {
 static void gen_elementwise(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     const Shape *space = &gr->nodes[gr->n_nodes - 1]->shape;
-    int wide = wide_ok(G, gr->nodes, gr->n_nodes, space);
+    int wide = !(G->reference & REF_WIDE) && wide_ok(G, gr->nodes, gr->n_nodes, space);
     StrBuf body = {0};
     char *loads = NULL, *stores = NULL;
     if (wide) wide_begin(G, "        ");
@@ -300,8 +300,28 @@ static void gen_elementwise(Gen *G, StrBuf *o) {
     free(loads), free(stores);
 }
 
-char *codegen_cuda(const Graph *g, Program *p, int reference_kernels) {
-    Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, reference_kernels, 0, {0}, xcalloc((size_t)g->next_id, 1),
+int codegen_reference_parse(const char *list) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } kinds[] = {{"all", REF_ALL}, {"attention", REF_ATTENTION}, {"sum_to", REF_SUM_TO}, {"embedding", REF_EMBEDDING}, {"wide", REF_WIDE}};
+    unsigned mask = 0;
+    char *copy = xstrdup(list), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t k = 0;
+        while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k].name, t)) k++;
+        if (k == sizeof kinds / sizeof kinds[0]) {
+            free(copy);
+            return -1;
+        }
+        mask |= kinds[k].bit;
+    }
+    free(copy);
+    return (int)mask;
+}
+
+char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
+    Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, reference, 0, {0}, xcalloc((size_t)g->next_id, 1),
              xcalloc((size_t)g->next_id, 1), 0, {0}, {0}, xcalloc((size_t)g->next_id, 1), xcalloc((size_t)g->next_id, 1), ""};
     StrBuf o = {0}, k = {0};
     sb_printf(&o, "// kernels.cu for graph '%s' (%s), policy %s, rounding %s.\n", g->name, g->source, g->policy.name,

@@ -7,10 +7,18 @@
 #include "program.h"
 #include "util.h"
 
-/* reference_kernels: the exact one-block-per-row kernels for attention, sum_to and the
- * embedding gradient instead of the fast ones (the slow references the GPU tests compare
- * the fast kernels with) */
-char *codegen_cuda(const Graph *g, Program *p, int reference_kernels);
+/* The kinds of fast kernel that have an exact one kept beside them (the slow references the
+ * GPU tests compare the fast kernels with): a bit set in `reference` takes the exact one. */
+enum {
+    REF_ATTENTION = 1, /* flash attention -> one block per row, P in f32 */
+    REF_SUM_TO = 2,    /* sum_to over the whole GPU -> one block per 32 columns */
+    REF_EMBEDDING = 4, /* embedding gradient over sorted rows -> one block per id scanning all ids */
+    REF_WIDE = 8,      /* 8 elements per thread with 16-byte accesses -> one element per thread */
+    REF_ALL = 15
+};
+/* parses "attention,sum_to,embedding,wide" or "all" into REF_ bits; -1 if unknown */
+int codegen_reference_parse(const char *list);
+char *codegen_cuda(const Graph *g, Program *p, unsigned reference);
 /* hash of every template, so the plan hash changes when a template does */
 void codegen_hash_templates(Sha256 *h);
 const char *template_text(const char *name);

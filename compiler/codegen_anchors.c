@@ -44,7 +44,7 @@ static void free_split(Split *s) {
  * time, and so can the anchor's inputs the template reads through operand(). */
 static int split_wide(const Gen *G, const Split *s, const Shape *pro_space, const Shape *epi_space, unsigned read_inputs) {
     const Node *a = G->gr->anchor;
-    if (G->reference || !wide_ok(G, s->pro, s->n_pro, pro_space) || !wide_ok(G, s->epi, s->n_epi, epi_space)) return 0;
+    if ((G->reference & REF_WIDE) || !wide_ok(G, s->pro, s->n_pro, pro_space) || !wide_ok(G, s->epi, s->n_epi, epi_space)) return 0;
     if (shape_numel(&a->shape) % 8 || !wide_operand(a)) return 0;
     for (int k = 0; k < a->n_in; k++) {
         const Node *x = a->in[k];
@@ -116,7 +116,7 @@ static void pointers(Gen *G, Keys *ks) { key(ks, "POINTERS", "%s", G->ptrs.s ? G
  * them; the shared memory they need is the sum of their tiles. */
 static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
     DType c = a->compute;
-    if (G->reference || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
+    if ((G->reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
     for (int k = 0; k < a->n_in; k++)
         if ((op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != c) return 0;
     for (int k = 0; k < a->n_in; k++)
@@ -198,10 +198,13 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
         key(ks, "DK", "%s", ptr(G, a));
         key(ks, "DV", "%s", ptr(G, need_part(gr, 1)));
         if (flash) {
-            int64_t bq = hd <= 64 ? 64 : 32;
+            /* under eager rounding each query head's share of dk and dv is rounded before the
+             * group's sum, as PyTorch rounds what SDPA returns for each repeated kv head */
+            int64_t bq = hd <= 64 ? 64 : 32, round_heads = G->eager && a->a.heads > a->a.kv_heads;
             key(ks, "BQ", "%lld", (long long)bq);
+            key(ks, "ROUND_HEADS", "%lld", (long long)round_heads);
             gr->grid = bsz * a->a.kv_heads, gr->grid_y = (t + 63) / 64;
-            gr->smem = (2 * 64 + 4 * bq) * pitch * 2 + 4 * bq * 4;
+            gr->smem = (2 * 64 + 4 * bq) * pitch * 2 + 4 * bq * 4 + (round_heads ? 2 * hd / 8 * 4 * 128 * 4 : 0);
             tmpl = "attention_backward_dkv_flash.cu";
         } else {
             gr->grid = bsz * a->a.kv_heads * t;
@@ -265,7 +268,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_SUM_ALL: {
         const Shape *in = &a->in[0]->shape;
         int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
-        int split = a->op == OP_SUM_TO && !G->reference;
+        int split = a->op == OP_SUM_TO && !(G->reference & REF_SUM_TO);
         int wide = split && c % 8 == 0 && split_wide(G, &s, in, &a->shape, B(0));
         char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
         if (wide) wide_begin(G, "            ");
@@ -351,7 +354,8 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_EMBEDDING_BACKWARD: {
         int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape), v = a->shape.dim[0];
         char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        char *epi = epilogue(G, &s, G->reference ? "            " : "                    ", "k");
+        int sorted = !(G->reference & REF_EMBEDDING);
+        char *epi = epilogue(G, &s, sorted ? "                    " : "            ", "k");
         key(&ks, "D", "%lld", (long long)d);
         key(&ks, "ROWS", "%lld", (long long)rows);
         key(&ks, "PER", "%lld", (long long)((d + 255) / 256));
@@ -359,7 +363,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "IDS", "%s", ids);
         key(&ks, "VA", "%s", va);
         key(&ks, "EPILOGUE", "%s", epi);
-        if (G->reference) {
+        if (!sorted) {
             gr->grid = v, gr->block = 256;
             tmpl = "embedding_backward.cu";
         } else {
@@ -383,7 +387,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
         const Shape *x = &a->shape;
         int64_t row = x->dim[2], hd = row / a->a.heads;
         /* eight elements a thread when they lie in one half of a head, in both cos and sin */
-        int wide = hd % 16 == 0 && !G->reference && wide_operand(a->in[0]) && wide_operand(a->in[1]) &&
+        int wide = hd % 16 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]) && wide_operand(a->in[1]) &&
                    wide_operand(a->in[2]) && split_wide(G, &s, x, x, 0);
         char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
         char *el = NULL, *es = NULL;
@@ -415,7 +419,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
     case OP_CROSS_ENTROPY: {
         const Shape *x = &a->in[0]->shape;
         int64_t v = x->dim[x->rank - 1];
-        int wide = v % 8 == 0 && !G->reference && wide_operand(a->in[0]);
+        int wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
         key(&ks, "V", "%lld", (long long)v);
         key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
         key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);

@@ -11,7 +11,7 @@ typedef struct Gen {
     const char *R;  /* register type: float, or double under an f64 policy */
     int reg_f64;
     int eager;      /* round at every op boundary, as PyTorch eager */
-    int reference;  /* the exact one-block-per-row kernels instead of the fast ones */
+    unsigned reference; /* REF_ bits (codegen.h): the exact kernels instead of those fast ones */
     int uses_flash; /* some kernel calls templates/flash_attention.cuh */
     StrBuf ptrs;    /* pointer declarations of the kernel being made */
     char *declared; /* by node id: its pointer is declared */

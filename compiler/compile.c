@@ -9,9 +9,9 @@
 #include "plan.h"
 #include "util.h"
 
-static const char *const pass_names[] = {"frontend", "precision", "autodiff", "simplify", "fusion", "schedule", "memplan", NULL};
+static const char *const pass_names[] = {"frontend", "precision", "autodiff", "simplify", "remat", "fusion", "schedule", "memplan", NULL};
 
-const char *compile_pass_names(void) { return "frontend, precision, autodiff, simplify, fusion, schedule, memplan"; }
+const char *compile_pass_names(void) { return "frontend, precision, autodiff, simplify, remat, fusion, schedule, memplan"; }
 
 static int dump_here(const char *dump_after, const char *pass, CompileResult *r) {
     if (!dump_after || strcmp(dump_after, pass) != 0) return 0;
@@ -40,7 +40,7 @@ CompileResult compile_graph(const CompileOptions *opt) {
     CompileResult r = {0};
     r.g = frontend_load(&opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    char *options = xasprintf("fusion=%d kernels=%s", !opt->no_fusion, opt->reference_kernels ? "reference" : "fast");
+    char *options = xasprintf("fusion=%d remat=%d reference=%u", !opt->no_fusion, !opt->no_remat, opt->reference_kernels);
     r.g->hash = plan_hash(r.g, options);
     free(options);
     if (dump_here(dump_after, "frontend", &r)) return r;
@@ -50,6 +50,8 @@ CompileResult compile_graph(const CompileOptions *opt) {
     if (dump_here(dump_after, "autodiff", &r)) return r;
     pass_simplify(r.g);
     if (dump_here(dump_after, "simplify", &r)) return r;
+    if (!opt->no_remat) pass_remat(r.g);
+    if (dump_here(dump_after, "remat", &r)) return r;
     r.p = xcalloc(1, sizeof *r.p);
     pass_fusion(r.g, r.p, !opt->no_fusion);
     if (dump_here(dump_after, "fusion", &r)) return r;

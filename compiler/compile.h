@@ -17,7 +17,8 @@ typedef struct CompileOptions {
     FrontendOptions front;
     const char *dump_after; /* stop after this pass and return its dump in report */
     int no_fusion;          /* every op its own kernel (for comparing with the fused plan) */
-    int reference_kernels;  /* the exact slow kernels where fast ones exist (for comparing) */
+    unsigned reference_kernels; /* REF_ bits: the exact slow kernels where fast ones exist (for comparing) */
+    int no_remat;           /* keep every forward value the backward pass reads (for comparing) */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "codegen.h"
 #include "compile.h"
 #include "util.h"
 
@@ -22,7 +23,13 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--dump")) dump = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--no-fusion")) copt.no_fusion = 1;
-        else if (!strcmp(a, "--reference-kernels")) copt.reference_kernels = 1;
+        else if (!strcmp(a, "--reference-kernels")) copt.reference_kernels = REF_ALL;
+        else if (!strncmp(a, "--reference-kernels=", 20)) {
+            int m = codegen_reference_parse(a + 20);
+            if (m < 0) die("compile: --reference-kernels=%s: kinds are attention, sum_to, embedding, wide (or all)", a + 20);
+            copt.reference_kernels = (unsigned)m;
+        }
+        else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
             const char *eq = strchr(kv, '=');

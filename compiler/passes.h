@@ -1,6 +1,6 @@
 /* passes: each pass takes the graph and rewrites it in place; `mmc compile --dump NAME`
- * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, fusion,
- * schedule, memplan. */
+ * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, remat,
+ * fusion, schedule, memplan. */
 #ifndef MMC_PASSES_H
 #define MMC_PASSES_H
 
@@ -11,6 +11,7 @@
 void pass_precision(Graph *g);  /* dtypes from the policy's rules; casts inserted */
 void pass_autodiff(Graph *g);   /* backward nodes from the loss to every parameter */
 void pass_simplify(Graph *g);   /* no-op casts, cast chains, common subexpressions, dead nodes */
+void pass_remat(Graph *g);      /* backward copies of cheap forward values, instead of keeping them */
 void pass_fusion(Graph *g, Program *p, int fuse); /* kernel groups (fuse=0: one op each) */
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */

@@ -1,6 +1,7 @@
 // Flash attention backward, dk and dv (templates/flash_attention.cuh): causal={{CAUSAL}},
-// {{H}} heads over {{KV}} kv heads of {{HD}}, T={{T}}; 64 keys a block, query tiles of {{BQ}}.
+// {{H}} heads over {{KV}} kv heads of {{HD}}, T={{T}}; 64 keys a block, query tiles of {{BQ}};
+// each query head's share rounded before the sum: {{ROUND_HEADS}}.
 extern "C" __global__ void __launch_bounds__(128) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
-    flash::backward_dkv<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BQ}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{LSE}}, {{DSUM}}, {{DK}}, {{DV}}, {{SCALE}});
+    flash::backward_dkv<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BQ}}, {{ROUND_HEADS}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{LSE}}, {{DSUM}}, {{DK}}, {{DV}}, {{SCALE}});
 }

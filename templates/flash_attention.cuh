@@ -465,9 +465,18 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
 // keys); each warp owns 16 keys and keeps k and v in registers (HD <= 64; larger heads
 // re-read them from shared memory). The block walks every query head of its kv head and
 // every query tile of BQ rows that can see its keys, so dk and dv are summed over the group
-// in registers, with one writer per element: with s^T = k q^T, p^T = exp(s^T - lse),
-// dp^T = v dO^T, ds^T = p^T (dp^T - dsum): dv = p^T dO, dk = scale ds^T q.
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ>
+// with one writer per element: with s^T = k q^T, p^T = exp(s^T - lse), dp^T = v dO^T,
+// ds^T = p^T (dp^T - dsum): dv = p^T dO, dk = scale ds^T q. With ROUND_HEADS each query
+// head's share is rounded to E before the sum (in f32, in shared memory), as PyTorch gives
+// it for MiniMind, whose repeat_kv makes SDPA return each head's dk and dv in f16 and sums
+// those; without, the group is summed in f32 and rounded once.
+template <typename E> __device__ __forceinline__ float round_to(float x);
+template <> __device__ __forceinline__ float round_to<__half>(float x) { return __half2float(__float2half_rn(x)); }
+template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float x) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
                                              const float *dsum, E *dk, E *dv, float scale) {
     constexpr int NT = 128, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
@@ -476,6 +485,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
     extern __shared__ __align__(16) unsigned char flash_smem[];
     E *ks = (E *)flash_smem, *vs = ks + BK * P, *qs = vs + BK * P, *dos = qs + 2 * BQ * P;
     float *ls = (float *)(dos + 2 * BQ * P), *dss = ls + 2 * BQ; // [2][BQ] each
+    float *sums = dss + 2 * BQ; // ROUND_HEADS: [2][HD / 8 * 4][128], each thread's rounded shares
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / KV, kvh = blockIdx.x % KV;
     const int k0 = blockIdx.y * BK; // the keys seen by the most queries first under causal
@@ -506,6 +516,17 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[0][n][e] = dva[0][n][e] = 0.0f;
     for (int i = 0; i < steps; i++) {
+        if (ROUND_HEADS && i % per_head == 0) { // a new query head: keep the last one's share, rounded
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float *sk = sums + (n * 4 + e) * 128 + threadIdx.x, *sv = sk + HD / 8 * 4 * 128;
+                    *sk = (i ? *sk : 0.0f) + (i ? round_to<E>(dka[0][n][e] * scale) : 0.0f);
+                    *sv = (i ? *sv : 0.0f) + (i ? round_to<E>(dva[0][n][e]) : 0.0f);
+                    dka[0][n][e] = dva[0][n][e] = 0.0f;
+                }
+        }
         if (i + 1 < steps) issue(i + 1);
         copy_commit();
         copy_wait<1>();
@@ -580,8 +601,20 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
         }
         __syncthreads();
     }
+    float kscale = scale;
+    if (ROUND_HEADS) { // the last head's share, then the sum of the rounded shares
+        kscale = 1.0f;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float *sk = sums + (n * 4 + e) * 128 + threadIdx.x, *sv = sk + HD / 8 * 4 * 128;
+                dka[0][n][e] = *sk + round_to<E>(dka[0][n][e] * scale);
+                dva[0][n][e] = *sv + round_to<E>(dva[0][n][e]);
+            }
+    }
     // each warp's own 16 rows of ks and vs stage dk and dv
-    store_rows<E, 1, HD, P>(ks, dka, scale, dk + koff, k0, T, kstride);
+    store_rows<E, 1, HD, P>(ks, dka, kscale, dk + koff, k0, T, kstride);
     store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + koff, k0, T, kstride);
 }
 

@@ -1,4 +1,6 @@
-/* Fused and unfused plans of the same graph give the same results on the ref backend.
+/* Fused and unfused plans of the same graph give the same results on the ref backend, and so
+ * do plans with and without rematerialization (pass_remat recomputes the same ops in the
+ * same dtypes, so under eager rounding the two agree bit for bit while the arena shrinks).
  * Under eager rounding every op rounds to its storage dtype wherever it runs, so the two
  * must agree bit for bit: loss, every gradient, and the weights and AdamW moments after two
  * updates. Under "fused" rounding (fp16_wide) values inside a kernel skip the f16 roundings
@@ -73,7 +75,23 @@ static void compare(const char *policy, int exact) {
     printf("  %-10s %d kernels fused, %d unfused: %s\n", policy, kf, ku, exact ? "bit-identical" : "within tolerance");
 }
 
+static void compare_remat(const char *policy) {
+    Plan *with = test_compile("graphs/tiny.lua", policy, NULL, 1);
+    Plan *without = test_compile_with("graphs/tiny.lua", policy, NULL, TEST_NO_REMAT);
+    int64_t aw = with->p->buffer_bytes[BUF_ARENA], an = without->p->buffer_bytes[BUF_ARENA];
+    CHECK(aw < an, "%s: rematerialization should shrink the arena (%lld bytes with, %lld without)", policy, (long long)aw,
+          (long long)an);
+    Run a = run(with), b = run(without);
+    CHECK(a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1], "%s: loss %.9g/%.9g with remat vs %.9g/%.9g without", policy,
+          a.loss[0], a.loss[1], b.loss[0], b.loss[1]);
+    CHECK(!memcmp(a.grads, b.grads, (size_t)a.bytes), "%s: gradients differ with and without remat", policy);
+    CHECK(!memcmp(a.params, b.params, (size_t)a.bytes), "%s: weights after two updates differ with and without remat", policy);
+    printf("  %-10s rematerialized: arena %lld bytes instead of %lld, bit-identical\n", policy, (long long)aw, (long long)an);
+}
+
 int main(void) {
+    compare_remat("amp_fp16");
+    compare_remat("fp32");
     compare("amp_fp16", 1);
     compare("fp32", 1);
     compare("amp_bf16", 1);

@@ -1,4 +1,4 @@
-/* The update phase on the ref backend against the formulas of semantics.md §2-4, computed
+/* The update phase on the ref backend against the formulas of docs/precision.md §2-4, computed
  * here in double from the same inputs:
  *  - unscale (g / scale), global L2 norm over all parameters, clip coefficient
  *    min(1, max_norm / (norm + 1e-6)), AdamW (decoupled decay, bias corrections), MiniMind's

@@ -1,6 +1,6 @@
 /* The precision pass, through the report `mmc compile` prints:
  *  - under amp_fp16, graphs/minimind.lua gives every value the dtype of the trace of
- *    MiniMind under torch.autocast("cuda", float16) in semantics.md §1.1;
+ *    MiniMind under torch.autocast("cuda", float16) in docs/precision.md §1.1;
  *  - weights are cast once per step (autocast's cast cache), norm weights never;
  *  - every shipped policy compiles minimind and tiny;
  *  - editing a rule changes the generated kernels. */
@@ -10,7 +10,7 @@ typedef struct Row {
     const char *name, *op, *compute, *storage;
 } Row;
 
-/* semantics.md §1.1, by node: compute is the dtype the op's inputs have after autocast's
+/* docs/precision.md §1.1, by node: compute is the dtype the op's inputs have after autocast's
  * casts, storage the dtype of the result ("-": not traced separately) */
 static const Row traced[] = {
     {"model.embed_tokens", "embedding", "f32", "f32"},                        /* embedding(f32 w): f32 */
@@ -72,7 +72,7 @@ int main(void) {
         char name[128], op[32], compute[8], storage[8];
         CHECK(sscanf(row, "%127s %31s %7s %7s", name, op, compute, storage) == 4, "unreadable row for %s", t->name);
         CHECK(!strcmp(op, t->op) && !strcmp(compute, t->compute) && !strcmp(storage, t->storage),
-              "%s: report says %s compute %s storage %s; semantics.md §1.1 says %s compute %s storage %s", t->name, op,
+              "%s: report says %s compute %s storage %s; docs/precision.md §1.1 says %s compute %s storage %s", t->name, op,
               compute, storage, t->op, t->compute, t->storage);
     }
     CHECK(strstr(report, "parameters: 25,829,888 in 74 tensors") != NULL, "MiniMind2-small has 25,829,888 parameters");

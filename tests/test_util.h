@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "codegen.h"
 #include "compile.h"
 #include "plan.h"
 #include "step_state.h"
@@ -43,9 +44,13 @@ static inline char *test_write_graph(const char *name, const char *lua) {
 
 /* Compiles a graph file (policy NULL keeps the graph's own; defines "k=v,k=v") and returns
  * the plan as the runtime reads it back from text. */
-static inline Plan *test_compile_with(const char *path, const char *policy, const char *defines, int fuse, int reference) {
+enum { TEST_NO_FUSION = 1, TEST_REFERENCE_KERNELS = 2, TEST_NO_REMAT = 4 };
+
+/* as test_compile, with compile options (TEST_* flags) */
+static inline Plan *test_compile_with(const char *path, const char *policy, const char *defines, unsigned flags) {
     CompileOptions o = {0};
-    o.reference_kernels = reference;
+    o.reference_kernels = (flags & TEST_REFERENCE_KERNELS) ? REF_ALL : 0;
+    o.no_remat = (flags & TEST_NO_REMAT) != 0;
     o.front.graph_path = path;
     o.front.policy_path = policy;
     int cap = 0;
@@ -57,7 +62,7 @@ static inline Plan *test_compile_with(const char *path, const char *policy, cons
             vec_push(o.front.defines, o.front.n_defines, cap, d);
         }
     }
-    o.no_fusion = !fuse;
+    o.no_fusion = (flags & TEST_NO_FUSION) != 0;
     CompileResult r = compile_graph(&o);
     Plan *pl = plan_read(r.plan, path);
     pl->kernels = r.kernels;
@@ -65,7 +70,7 @@ static inline Plan *test_compile_with(const char *path, const char *policy, cons
 }
 
 static inline Plan *test_compile(const char *path, const char *policy, const char *defines, int fuse) {
-    return test_compile_with(path, policy, defines, fuse, 0);
+    return test_compile_with(path, policy, defines, fuse ? 0 : TEST_NO_FUSION);
 }
 
 static uint64_t test_rng = 0x2545f4914f6cdd1dull;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-gpu`: the tests that need a GPU, from the repository root.
 #  - every kernel of the tiny plan against the ref backend (tests/gpu/test_gpu_kernels.c);
-#  - the same under compute-sanitizer's memcheck, when it is installed;
+#  - the same under compute-sanitizer's memcheck and racecheck, when it is installed;
+#  - the flash attention kernels against the exact ones (tests/gpu/test_attention.c);
 #  - a run stopped and resumed continues bit for bit on the GPU (tests/test_resume.sh cuda);
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
@@ -13,11 +14,14 @@ cd "$(dirname "$0")/../.."
 fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 build/gpu/test_gpu_kernels || fail=1
+build/gpu/test_attention || fail=1
 bash tests/test_resume.sh cuda || fail=1
 if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 >"$tmp/memcheck" 2>&1 \
-    || { echo "memcheck found errors:"; tail -30 "$tmp/memcheck"; fail=1; }
-  grep -q "ERROR SUMMARY: 0 errors" "$tmp/memcheck" && echo "memcheck: 0 errors"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 amp_bf16 >"$tmp/$tool" 2>&1 \
+      || { echo "$tool found errors:"; tail -30 "$tmp/$tool"; fail=1; }
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$tmp/$tool" | sed "s/^=* */$tool: /"
+  done
 fi
 python3 tests/make_byte_tokens.py /usr/share/common-licenses/GPL-3 "$tmp/text.bin" 2>/dev/null \
   || python3 tests/make_byte_tokens.py README.md "$tmp/text.bin"

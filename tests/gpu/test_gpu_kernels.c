@@ -6,7 +6,8 @@
  * different summation orders), 1e-5 for f32 (the GPU sums in f32, the ref in double),
  * 1e-12 for f64. Kernels that only round elementwise ops must agree bit for bit; the
  * count of bit-identical tensors is printed. Run under each policy named on the command
- * line (default: amp_fp16 fp32 amp_bf16 fp16_wide). */
+ * line (default: amp_fp16 fp32 amp_bf16 fp16_wide), and once more at sizes no fast kernel
+ * takes (head_dim 34, widths not multiples of 8), so the general kernels are checked too. */
 #include "test_util.h"
 
 #include "init.h"
@@ -57,15 +58,15 @@ static void compare_buffer(Stats *s, Backend *ref, Backend *gpu, const char *ker
     free(a), free(b);
 }
 
-static void run_policy(const char *policy) {
-    Plan *pl = test_compile("graphs/tiny.lua", policy, NULL, 1);
+static void run_policy(const char *policy, const char *defines, int vocab) {
+    Plan *pl = test_compile("graphs/tiny.lua", policy, defines, 1);
     char *why = NULL;
     Backend *ref = ref_backend_create(pl), *gpu = cuda_backend_create(pl, &why);
     if (!gpu) die("test_gpu_kernels: %s", why);
     init_consts(ref);
     init_params(ref, 7);
     test_rng = 99;
-    test_fill(ref, 320, 0.0, 1024.0f); /* a random batch of ids and labels (and zero weights, replaced next) */
+    test_fill(ref, vocab, 0.0, 1024.0f); /* a random batch of ids and labels (and zero weights, replaced next) */
     init_params(ref, 7);
     MmcStepState st = init_state(pl, 10);
     st.scale = 1024.0f, st.loss_seed = 1024.0f;
@@ -109,9 +110,9 @@ static void run_policy(const char *policy) {
             free(a), free(b);
         }
     }
-    printf("  %-10s %3d kernels and GEMMs, %4d tensors compared: %4d bit-identical, %d over tolerance; worst %.2f of "
+    printf("  %-10s%s %3d kernels and GEMMs, %4d tensors compared: %4d bit-identical, %d over tolerance; worst %.2f of "
            "its tolerance (%s)\n",
-           policy, p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
+           policy, defines ? " (odd sizes)" : "", p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
     ref->destroy(ref);
     gpu->destroy(gpu);
 }
@@ -119,8 +120,10 @@ static void run_policy(const char *policy) {
 int main(int argc, char **argv) {
     const char *defaults[] = {"amp_fp16", "fp32", "amp_bf16", "fp16_wide"};
     if (argc > 1)
-        for (int i = 1; i < argc; i++) run_policy(argv[i]);
-    else
-        for (int i = 0; i < 4; i++) run_policy(defaults[i]);
+        for (int i = 1; i < argc; i++) run_policy(argv[i], NULL, 320);
+    else {
+        for (int i = 0; i < 4; i++) run_policy(defaults[i], NULL, 320);
+        run_policy("amp_fp16", "dim=68,heads=2,kv_heads=1,ffn=190,vocab=317", 317);
+    }
     return test_done("test_gpu_kernels");
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MiniMind2-small in PyTorch, written from the numerical contract (semantics.md §1.1):
+"""MiniMind2-small in PyTorch, written from the numerical contract (docs/precision.md §1.1):
 MiniMind's model code of 2025-10 (RMSNorm with x.float() and type_as, rotary embeddings from
 f32 cos/sin tables, grouped-query SDPA, in-place residual add `h += residual`, SwiGLU, tied
 embeddings) and its trainer (autocast fp16 + GradScaler + clip_grad_norm_(1.0) + AdamW,
