@@ -2,7 +2,7 @@
 -- GPT with RMSNorm, rotary embeddings, grouped-query attention, a SwiGLU MLP and tied
 -- input/output embeddings, under MiniMind's state-dict names: 25,829,888 parameters.
 -- Every op below is the op MiniMind's forward runs, in its order, so that under the default
--- policy each value has the dtype PyTorch autocast gives it (semantics.md §1.1).
+-- policy each value has the dtype PyTorch autocast gives it (docs/precision.md §1.1).
 local cfg = config {
   vocab = 6400, dim = 512, layers = 8, heads = 8, kv_heads = 2, ffn = 1408,
   eps = 1e-5, rope_theta = 1e6, pad_id = 0,

@@ -1,5 +1,5 @@
 -- amp_fp16: torch.autocast("cuda", dtype=torch.float16) as PyTorch 2.11 applies it
--- (semantics.md §1), with fp32 master weights and a dynamic loss scale (GradScaler).
+-- (docs/precision.md §1), with fp32 master weights and a dynamic loss scale (GradScaler).
 -- Each rule names a precision class of ops (see README, "Precision policies"), an op, or
 -- nodes by name (a shell glob), and the dtype they compute in; the best match wins
 -- (highest priority, then the rule written last).
