@@ -38,6 +38,9 @@ struct BackendProbe {
     void (*profile_phase)(Backend *b, Phase phase, double *ms);
     int (*launches)(Backend *b, Phase phase);       /* kernels in the phase's captured graph, -1 before capture */
     int64_t (*device_bytes)(Backend *b);            /* device memory taken since the backend started */
+    /* times up to `max` of the algorithms cuBLASLt's heuristic offers for GEMM group g, the
+     * one in use first: ms[k] per call (the best of 5), returns how many */
+    int (*gemm_candidates)(Backend *b, int g, int max, double *ms);
 };
 
 /* dies unless [offset, offset + bytes) lies inside the plan's buffer; `what` names the copy */

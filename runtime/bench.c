@@ -5,7 +5,8 @@
  * launches of a step (the nodes of the captured graphs), the device memory mmc took (every
  * allocation, the cuBLASLt workspace, the kernels' own arrays and the graphs included), and
  * with --profile each kernel of one step timed on its own, sorted, so the next bottleneck
- * shows without a profiler. The batch is random token ids (every input filled below the
+ * shows without a profiler; with --gemms, how fast each GEMM could be with the best of the
+ * algorithms cuBLASLt's heuristic offers instead of its first. The batch is random token ids (every input filled below the
  * model's vocabulary); the numbers do not depend on the text. */
 #include <math.h>
 #include <stdio.h>
@@ -132,7 +133,7 @@ int cmd_bench(int argc, char **argv) {
     double t_start = now_s();
     const char *dir = NULL, *json = NULL;
     int64_t steps = 30, warmup = 5;
-    int show_profile = 0, top = 25;
+    int show_profile = 0, top = 25, gemms = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--json") || !strcmp(a, "--top")) && i + 1 >= argc)
@@ -142,11 +143,12 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--top")) top = (int)int_arg(a, argv[++i]);
         else if (!strcmp(a, "--json")) json = argv[++i];
         else if (!strcmp(a, "--profile")) show_profile = 1;
+        else if (!strcmp(a, "--gemms")) gemms = 1;
         else if (a[0] == '-') die("bench: unknown option %s", a);
         else if (!dir) dir = a;
         else die("bench: one plan folder at a time (got %s and %s)", dir, a);
     }
-    if (!dir) die("bench: which plan? usage: mmc bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--json FILE]");
+    if (!dir) die("bench: which plan? usage: mmc bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--gemms] [--json FILE]");
     if (steps > 250) die("bench: --steps %lld: at most 250", (long long)steps);
     if (warmup < 3) warmup = 3; /* the first two runs of a phase launch kernel by kernel, then capture */
     Plan *pl = plan_load(dir);
@@ -221,6 +223,23 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < n_cats; k++)
             printf("  %8.3f %5.1f%%  %-24s %d kernels\n", cats[k].ms, 100 * cats[k].ms / total, cats[k].cat, cats[k].kernels);
         free(cats);
+    }
+    if (gemms) {
+        const Program *p = pl->p;
+        double in_use = 0, best = 0, ms[16];
+        printf("\nthe heuristic's algorithms for each GEMM (ms a call, the best of 5; the first is the one in use):\n");
+        for (int i = 0; i < p->n_groups; i++) {
+            if (p->groups[i]->kind != GK_GEMM) continue;
+            int n = b->probe->gemm_candidates(b, i, 16, ms), at = 0;
+            for (int k = 1; k < n; k++)
+                if (ms[k] < ms[at]) at = k;
+            int reps = p->groups[i]->phase == PHASE_MICRO ? g->train.accumulation : 1;
+            in_use += ms[0] * reps, best += ms[at] * reps;
+            GemmShape s = gemm_shape(p->groups[i]->anchor);
+            printf("  %-58s m=%-6lld n=%-5lld k=%-6lld %8.4f  best %8.4f (#%d of %d)\n", p->groups[i]->kernel, (long long)s.m,
+                   (long long)s.n, (long long)s.k, ms[0], ms[at], at, n);
+        }
+        printf("  GEMMs of a step: %.3f ms with the heuristic's first algorithm, %.3f ms with the best\n", in_use, best);
     }
     if (json) {
         StrBuf o = {0};

@@ -3,8 +3,11 @@
  * (through the disk cache), loads the cubin with the runtime's library API (so mmc needs no
  * libcuda at link time and starts on machines without a driver), allocates every buffer
  * once and builds a cuBLASLt matmul for each GEMM: fp16/bf16 inputs, fp32 compute, no
- * reduction in a reduced precision. A phase is its kernels and GEMMs launched in order on
- * one stream; after a first run each phase is captured as a CUDA graph and replayed. */
+ * reduction in a reduced precision. Each GEMM shape takes the fastest of the algorithms
+ * cuBLASLt's heuristic offers, timed on its first run on the step's own data and kept in
+ * the kernel cache, so later runs on the machine (and resumed runs) use the same algorithm
+ * and repeat bit for bit. A phase is its kernels and GEMMs launched in order on one stream;
+ * after a first run each phase is captured as a CUDA graph and replayed. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -26,7 +29,7 @@
         if (s_ != CUBLAS_STATUS_SUCCESS) die("cublasLt: %s: status %d (%s)", what, (int)s_, #call); \
     } while (0)
 
-enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256 };
+enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256, GEMM_CANDIDATES = 8 };
 
 typedef struct Gemm {
     cublasLtMatmulDesc_t desc;
@@ -34,6 +37,8 @@ typedef struct Gemm {
     cublasLtMatmulAlgo_t algo;
     const Node *out, *in_a, *in_b; /* in the column-major call: A = in_a, B = in_b */
     int f64;
+    int tuned;     /* the algorithm is chosen (from the cache, or timed on the first run) */
+    char key[65];  /* hash of everything the choice depends on: the cache file's name */
 } Gemm;
 
 typedef struct Cuda {
@@ -109,6 +114,74 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
                     (long long)s.k);
     g->algo = result.algo;
     cublasLtMatmulPreferenceDestroy(pref);
+    char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d",
+                           c->prop.name, c->prop.major, c->prop.minor, cublasLtGetVersion(), (long long)s.m, (long long)s.n,
+                           (long long)s.k, s.trans_a, s.trans_b, (int)s.a->dtype, (int)s.b->dtype, (int)n->dtype, (int)compute,
+                           (int)WORKSPACE_BYTES);
+    Sha256 h;
+    sha256_init(&h);
+    sha256_update(&h, what, strlen(what));
+    sha256_hex(&h, g->key);
+    free(what);
+}
+
+static void run_gemm(Cuda *c, Gemm *g);
+
+/* The heuristic's first GEMM_CANDIDATES algorithms, each run once and then timed five times on
+ * the buffers as they are (the step's own data, on the first run of the phase), the fastest
+ * kept; the choice is read from the cache when a run on this machine made it already. */
+static void tune_gemm(Cuda *c, Gemm *g) {
+    g->tuned = 1;
+    char *dir = mmc_cache_dir();
+    char *path = xasprintf("%s/%s.gemm", dir, g->key);
+    size_t size = 0;
+    void *saved = try_read_file(path, &size);
+    cublasLtMatmulHeuristicResult_t check;
+    if (saved && size == sizeof g->algo &&
+        cublasLtMatmulAlgoCheck(c->lt, g->desc, g->a, g->b, g->c, g->c, (cublasLtMatmulAlgo_t *)saved, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= WORKSPACE_BYTES) {
+        memcpy(&g->algo, saved, sizeof g->algo);
+        free(saved), free(path), free(dir);
+        return;
+    }
+    free(saved);
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    uint64_t ws = WORKSPACE_BYTES;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+             "reduction schemes");
+    cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, GEMM_CANDIDATES, res, &found),
+             "heuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0), "timing event");
+    CUDA_CHECK(cudaEventCreate(&e1), "timing event");
+    float best = INFINITY;
+    cublasLtMatmulAlgo_t chosen = g->algo;
+    for (int k = 0; k < found; k++) {
+        g->algo = res[k].algo;
+        run_gemm(c, g);
+        for (int r = 0; r < 5; r++) {
+            CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
+            run_gemm(c, g);
+            CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
+            CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
+            float t = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1), "elapsed time");
+            if (t < best) best = t, chosen = res[k].algo;
+        }
+    }
+    g->algo = chosen;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    make_dirs(dir);
+    write_file_atomic(path, &g->algo, sizeof g->algo);
+    free(path), free(dir);
 }
 
 static void run_gemm(Cuda *c, Gemm *g) {
@@ -124,6 +197,7 @@ static void cuda_run_group(Backend *b, int index) {
     Cuda *c = (Cuda *)b;
     Group *gr = b->pl->p->groups[index];
     if (gr->kind == GK_GEMM) {
+        if (!c->gemm[index].tuned) tune_gemm(c, &c->gemm[index]);
         run_gemm(c, &c->gemm[index]);
     } else {
         dim3 grid = {(unsigned)gr->grid, (unsigned)gr->grid_y, 1}, block = {(unsigned)gr->block, 1, 1};
@@ -286,7 +360,49 @@ static int64_t cuda_device_bytes(Backend *b) {
     return (int64_t)c->free_at_start - (int64_t)free_now;
 }
 
-static const BackendProbe cuda_probe = {cuda_mark, cuda_ms_between, cuda_profile_phase, cuda_launches, cuda_device_bytes};
+static int cuda_gemm_candidates(Backend *b, int index, int max, double *ms) {
+    Cuda *c = (Cuda *)b;
+    Gemm *g = &c->gemm[index];
+    if (!g->desc || max < 1) return 0;
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    uint64_t ws = WORKSPACE_BYTES;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+             "reduction schemes");
+    cublasLtMatmulHeuristicResult_t *res = xcalloc((size_t)max, sizeof *res);
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, max, res, &found), "heuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatmulAlgo_t in_use = g->algo;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0), "timing event");
+    CUDA_CHECK(cudaEventCreate(&e1), "timing event");
+    for (int k = 0; k < found; k++) {
+        g->algo = res[k].algo;
+        run_gemm(c, g);
+        double best = INFINITY;
+        for (int r = 0; r < 5; r++) {
+            CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
+            run_gemm(c, g);
+            CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
+            CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
+            float t = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1), "elapsed time");
+            if (t < best) best = t;
+        }
+        ms[k] = best;
+    }
+    g->algo = in_use;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    free(res);
+    return found;
+}
+
+static const BackendProbe cuda_probe = {cuda_mark, cuda_ms_between, cuda_profile_phase, cuda_launches, cuda_device_bytes,
+                                        cuda_gemm_candidates};
 
 static void cuda_destroy(Backend *b) {
     Cuda *c = (Cuda *)b;

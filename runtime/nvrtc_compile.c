@@ -29,7 +29,7 @@ static const char *include_option(void) {
     return opt;
 }
 
-static char *cache_dir(void) {
+char *mmc_cache_dir(void) {
     const char *c = getenv("MMC_CACHE");
     if (c && *c) return xstrdup(c);
     const char *home = getenv("HOME");
@@ -49,7 +49,7 @@ void *nvrtc_compile_cached(const char *source, const char *source_name, const ch
         sha256_update(&h, base_options[i], strlen(base_options[i]) + 1);
     char hex[65];
     sha256_hex(&h, hex);
-    char *dir = cache_dir();
+    char *dir = mmc_cache_dir();
     char *path = xasprintf("%s/%s.cubin", dir, hex);
     void *cubin = try_read_file(path, size);
     *hit = cubin != NULL && *size > 0;

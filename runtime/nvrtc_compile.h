@@ -7,6 +7,8 @@
 
 /* arch: "sm_90", "sm_80", ... Returns the cubin (caller frees). */
 void *nvrtc_compile(const char *source, const char *source_name, const char *arch, size_t *size);
+/* the disk cache of compiled kernels and tuned GEMMs: $MMC_CACHE, else ~/.cache/mmc (caller frees) */
+char *mmc_cache_dir(void);
 /* The same through a disk cache of cubins: $MMC_CACHE, else ~/.cache/mmc, one file per hash
  * of source + arch + NVRTC version + options, written to a temp file and renamed. Sets
  * *hit when the cubin came from the cache. */
