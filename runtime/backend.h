@@ -38,8 +38,8 @@ struct BackendProbe {
     void (*profile_phase)(Backend *b, Phase phase, double *ms);
     int (*launches)(Backend *b, Phase phase);       /* kernels in the phase's captured graph, -1 before capture */
     int64_t (*device_bytes)(Backend *b);            /* device memory taken since the backend started */
-    /* times up to `max` of the algorithms cuBLASLt's heuristic offers for GEMM group g, the
-     * one in use first: ms[k] per call (the best of 5), returns how many */
+    /* ms a call (the best of 5) for GEMM group g: ms[0] with the algorithm in use, ms[k] with
+     * the k-th of the up to `max` cuBLASLt's heuristic offers; returns how many */
     int (*gemm_candidates)(Backend *b, int g, int max, double *ms);
 };
 

@@ -5,8 +5,8 @@
  * launches of a step (the nodes of the captured graphs), the device memory mmc took (every
  * allocation, the cuBLASLt workspace, the kernels' own arrays and the graphs included), and
  * with --profile each kernel of one step timed on its own, sorted, so the next bottleneck
- * shows without a profiler; with --gemms, how fast each GEMM could be with the best of the
- * algorithms cuBLASLt's heuristic offers instead of its first. The batch is random token ids (every input filled below the
+ * shows without a profiler; with --gemms, each GEMM timed alone with the algorithm in use
+ * and with the others cuBLASLt's heuristic offers. The batch is random token ids (every input filled below the
  * model's vocabulary); the numbers do not depend on the text. */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "init.h"
+#include "train.h"
 #include "util.h"
 
 static double now_s(void) {
@@ -37,21 +38,10 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* the rows every embedding and loss can take: ids below it are valid inputs */
-static int64_t vocab_of(const Plan *pl) {
-    int64_t v = 0;
-    for (int i = 0; i < pl->g->n_nodes; i++) {
-        const Node *n = pl->g->nodes[i];
-        int64_t k = n->op == OP_EMBEDDING ? n->in[0]->shape.dim[0]
-                    : n->op == OP_CROSS_ENTROPY ? n->in[0]->shape.dim[n->in[0]->shape.rank - 1] : 0;
-        if (k && (!v || k < v)) v = k;
-    }
-    return v ? v : 1;
-}
-
 static void fill_inputs(Backend *b, uint64_t seed) {
     const Graph *g = b->pl->g;
-    int64_t vocab = vocab_of(b->pl);
+    uint32_t vocab = train_model_vocab(b->pl);
+    if (!vocab) vocab = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
         if (n->op != OP_INPUT) continue;
@@ -227,7 +217,7 @@ int cmd_bench(int argc, char **argv) {
     if (gemms) {
         const Program *p = pl->p;
         double in_use = 0, best = 0, ms[16];
-        printf("\nthe heuristic's algorithms for each GEMM (ms a call, the best of 5; the first is the one in use):\n");
+        printf("\neach GEMM with the algorithm in use (#0) and the heuristic's others (ms a call, the best of 5):\n");
         for (int i = 0; i < p->n_groups; i++) {
             if (p->groups[i]->kind != GK_GEMM) continue;
             int n = b->probe->gemm_candidates(b, i, 16, ms), at = 0;
@@ -239,7 +229,7 @@ int cmd_bench(int argc, char **argv) {
             printf("  %-58s m=%-6lld n=%-5lld k=%-6lld %8.4f  best %8.4f (#%d of %d)\n", p->groups[i]->kernel, (long long)s.m,
                    (long long)s.n, (long long)s.k, ms[0], ms[at], at, n);
         }
-        printf("  GEMMs of a step: %.3f ms with the heuristic's first algorithm, %.3f ms with the best\n", in_use, best);
+        printf("  GEMMs of a step: %.3f ms with the algorithms in use, %.3f ms with the best of each\n", in_use, best);
     }
     if (json) {
         StrBuf o = {0};

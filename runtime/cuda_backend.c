@@ -78,6 +78,23 @@ static cudaDataType_t cuda_type(DType t) {
 
 static void *dptr(Cuda *c, const Node *n) { return c->buf[n->buffer] + n->offset; }
 
+/* Up to `max` algorithms cuBLASLt's heuristic offers for the GEMM, best first: the workspace
+ * of the backend, and partial sums of a split reduction kept in the compute type, never in
+ * fp16. */
+static int heuristic(Cuda *c, const Gemm *g, int max, cublasLtMatmulHeuristicResult_t *res) {
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    uint64_t ws = WORKSPACE_BYTES;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+             "reduction schemes");
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, max, res, &found), "heuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    return found;
+}
+
 /* Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T op(A)^T: cuBLASLt's
  * first operand is our B, its second our A, and each keeps its own transpose flag. */
 static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
@@ -99,21 +116,10 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     LT_CHECK(cublasLtMatrixLayoutCreate(&g->a, cuda_type(s.b->dtype), b_rows, b_cols, (int64_t)b_rows), "layout B");
     LT_CHECK(cublasLtMatrixLayoutCreate(&g->b, cuda_type(s.a->dtype), a_rows, a_cols, (int64_t)a_rows), "layout A");
     LT_CHECK(cublasLtMatrixLayoutCreate(&g->c, cuda_type(n->dtype), (uint64_t)s.n, (uint64_t)s.m, s.n), "layout C");
-    cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    uint64_t ws = WORKSPACE_BYTES;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
-    /* partial sums of a split reduction are kept in the compute type, never in fp16 */
-    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
-             "reduction schemes");
     cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, 1, &result, &found), "heuristic");
-    if (!found) die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n,
-                    (long long)s.k);
+    if (!heuristic(c, g, 1, &result))
+        die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n, (long long)s.k);
     g->algo = result.algo;
-    cublasLtMatmulPreferenceDestroy(pref);
     char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d",
                            c->prop.name, c->prop.major, c->prop.minor, cublasLtGetVersion(), (long long)s.m, (long long)s.n,
                            (long long)s.k, s.trans_a, s.trans_b, (int)s.a->dtype, (int)s.b->dtype, (int)n->dtype, (int)compute,
@@ -127,9 +133,33 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
 
 static void run_gemm(Cuda *c, Gemm *g);
 
-/* The heuristic's first GEMM_CANDIDATES algorithms, each run once and then timed five times on
- * the buffers as they are (the step's own data, on the first run of the phase), the fastest
- * kept; the choice is read from the cache when a run on this machine made it already. */
+/* ms of one call of the GEMM with `algo`: one run, then the best of five between events */
+static float time_gemm(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
+    cublasLtMatmulAlgo_t in_use = g->algo;
+    g->algo = algo;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0), "timing event");
+    CUDA_CHECK(cudaEventCreate(&e1), "timing event");
+    run_gemm(c, g);
+    float best = INFINITY;
+    for (int r = 0; r < 5; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
+        run_gemm(c, g);
+        CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
+        CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1), "elapsed time");
+        if (t < best) best = t;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    g->algo = in_use;
+    return best;
+}
+
+/* The fastest of the heuristic's first GEMM_CANDIDATES algorithms, timed on the buffers as
+ * they are (the step's own data, on the first run of the phase); the choice is read from the
+ * cache when a run on this machine made it already. */
 static void tune_gemm(Cuda *c, Gemm *g) {
     g->tuned = 1;
     char *dir = mmc_cache_dir();
@@ -146,39 +176,13 @@ static void tune_gemm(Cuda *c, Gemm *g) {
         return;
     }
     free(saved);
-    cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    uint64_t ws = WORKSPACE_BYTES;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
-    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
-             "reduction schemes");
     cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
-    int found = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, GEMM_CANDIDATES, res, &found),
-             "heuristic");
-    cublasLtMatmulPreferenceDestroy(pref);
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0), "timing event");
-    CUDA_CHECK(cudaEventCreate(&e1), "timing event");
+    int found = heuristic(c, g, GEMM_CANDIDATES, res);
     float best = INFINITY;
-    cublasLtMatmulAlgo_t chosen = g->algo;
     for (int k = 0; k < found; k++) {
-        g->algo = res[k].algo;
-        run_gemm(c, g);
-        for (int r = 0; r < 5; r++) {
-            CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
-            run_gemm(c, g);
-            CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
-            CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
-            float t = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1), "elapsed time");
-            if (t < best) best = t, chosen = res[k].algo;
-        }
+        float t = time_gemm(c, g, res[k].algo);
+        if (t < best) best = t, g->algo = res[k].algo;
     }
-    g->algo = chosen;
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     make_dirs(dir);
     write_file_atomic(path, &g->algo, sizeof g->algo);
     free(path), free(dir);
@@ -364,39 +368,9 @@ static int cuda_gemm_candidates(Backend *b, int index, int max, double *ms) {
     Cuda *c = (Cuda *)b;
     Gemm *g = &c->gemm[index];
     if (!g->desc || max < 1) return 0;
-    cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    uint64_t ws = WORKSPACE_BYTES;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
-    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
-             "reduction schemes");
     cublasLtMatmulHeuristicResult_t *res = xcalloc((size_t)max, sizeof *res);
-    int found = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, g->desc, g->a, g->b, g->c, g->c, pref, max, res, &found), "heuristic");
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatmulAlgo_t in_use = g->algo;
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0), "timing event");
-    CUDA_CHECK(cudaEventCreate(&e1), "timing event");
-    for (int k = 0; k < found; k++) {
-        g->algo = res[k].algo;
-        run_gemm(c, g);
-        double best = INFINITY;
-        for (int r = 0; r < 5; r++) {
-            CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
-            run_gemm(c, g);
-            CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
-            CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
-            float t = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1), "elapsed time");
-            if (t < best) best = t;
-        }
-        ms[k] = best;
-    }
-    g->algo = in_use;
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    int found = heuristic(c, g, max, res);
+    for (int k = 0; k < found; k++) ms[k] = time_gemm(c, g, k ? res[k].algo : g->algo);
     free(res);
     return found;
 }

@@ -27,8 +27,7 @@ static const Node *io_leaf(const Plan *pl, const char *name) {
     die("%s: the plan has no input named %s", pl->path, name);
 }
 
-/* the vocabulary the model can take: rows of every embedding, classes of every loss */
-static uint32_t model_vocab(const Plan *pl) {
+uint32_t train_model_vocab(const Plan *pl) {
     int64_t v = 0;
     for (int i = 0; i < pl->g->n_nodes; i++) {
         const Node *n = pl->g->nodes[i];
@@ -48,7 +47,7 @@ double read_loss(Backend *b) {
 
 void train_load_batch(Backend *b, const char *path) {
     const Node *ids_leaf = io_leaf(b->pl, "input_ids"), *labels_leaf = io_leaf(b->pl, "labels");
-    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], model_vocab(b->pl), 0);
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(b->pl), 0);
     int64_t n = data->batch * data->seq;
     int32_t *ids = xmalloc((size_t)n * sizeof *ids), *labels = xmalloc((size_t)n * sizeof *labels);
     batcher_next(data, ids, labels);
@@ -157,7 +156,7 @@ int train_run(const TrainOptions *o) {
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
             pl->path, (long long)B, (long long)o->batch);
-    Batcher *data = batcher_open(o->data, B, T, model_vocab(pl), o->shuffle);
+    Batcher *data = batcher_open(o->data, B, T, train_model_vocab(pl), o->shuffle);
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
     init_consts(b);

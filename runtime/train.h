@@ -28,7 +28,10 @@ typedef struct TrainOptions {
 int train_run(const TrainOptions *o);
 
 struct Backend;
+struct Plan;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
+/* the vocabulary the model can take: the fewest rows of any embedding, classes of any loss */
+uint32_t train_model_vocab(const struct Plan *pl);
 /* writes the first batch of a token file to the io buffer */
 void train_load_batch(struct Backend *b, const char *data);
 
