@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- errors */
@@ -281,4 +282,10 @@ void sha256_hex(Sha256 *c, char out[65]) {
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
     sha256_update(c, len, 8);
     for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", c->h[i]);
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

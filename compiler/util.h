@@ -56,6 +56,7 @@ void sb_free(StrBuf *b);
 char *read_file(const char *path, size_t *len);
 /* Returns NULL instead of dying when the file cannot be opened. */
 char *try_read_file(const char *path, size_t *len);
+double now_seconds(void); /* a monotonic clock, for durations */
 /* Writes to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the folder,
  * so a reader never sees a half-written file and a crash loses nothing old. */
 void write_file_atomic(const char *path, const void *data, size_t len);

@@ -12,19 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 #include "cli.h"
 #include "init.h"
 #include "train.h"
 #include "util.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int64_t int_arg(const char *opt, const char *v) {
     char *end;
@@ -120,7 +113,7 @@ static Row *profile(Backend *b, int reps, int *n_rows, double *total) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    double t_start = now_s();
+    double t_start = now_seconds();
     const char *dir = NULL, *json = NULL;
     int64_t steps = 30, warmup = 5;
     int show_profile = 0, top = 25, gemms = 0;
@@ -154,7 +147,7 @@ int cmd_bench(int argc, char **argv) {
 
     step(b);
     b->wait(b, b->fence(b));
-    double first_step_s = now_s() - t_start;
+    double first_step_s = now_seconds() - t_start;
     for (int64_t s = 1; s < warmup; s++) step(b);
     int *marks = xmalloc((size_t)(steps + 1) * sizeof *marks);
     marks[0] = b->probe->mark(b);

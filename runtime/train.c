@@ -5,19 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "init.h"
 #include "util.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const Node *io_leaf(const Plan *pl, const char *name) {
     for (int i = 0; i < pl->g->n_nodes; i++) {
@@ -113,7 +106,7 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     for (int a = 0; a < t->accumulation; a++) loss += dtype_load(l->dtype, slot->losses, (size_t)a);
     loss /= t->accumulation;
     r->loss_sum += loss;
-    double now = now_s();
+    double now = now_seconds();
     if (r->metrics) {
         char loss_s[32], norm_s[32];
         json_number(loss_s, sizeof loss_s, loss);
@@ -192,7 +185,7 @@ int train_run(const TrainOptions *o) {
     r.interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
     r.quiet = o->quiet;
     r.tokens_per_update = B * T * t->accumulation;
-    r.t0 = r.t_last = now_s();
+    r.t0 = r.t_last = now_seconds();
     r.last_logged = start;
 
     size_t batch_bytes = (size_t)(B * T) * sizeof(int32_t), loss_bytes = dtype_size(pl->g->loss->dtype);

@@ -1,15 +1,10 @@
 /* progress: see progress.h. */
 #include "progress.h"
 
-#include <stdio.h>
-#include <time.h>
-#include <unistd.h>
+#include "util.h"
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include <stdio.h>
+#include <unistd.h>
 
 void progress_start(Progress *p, const char *label, uint64_t total_bytes, bool quiet) {
     *p = (Progress){label, total_bytes, quiet, isatty(2) != 0, now_seconds(), now_seconds(), false};

@@ -14,7 +14,6 @@ typedef struct Progress {
     bool drawn;
 } Progress;
 
-double now_seconds(void);
 void progress_start(Progress *p, const char *label, uint64_t total_bytes, bool quiet);
 void progress_update(Progress *p, uint64_t bytes, uint64_t lines);
 void progress_finish(Progress *p, uint64_t bytes, uint64_t lines); /* final line, ends it */
