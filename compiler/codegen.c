@@ -354,7 +354,7 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
         }
         kernel_comment(&G, &k);
         if (gr->kind == GK_ELEMENTWISE) gen_elementwise(&G, &k);
-        else if (gr->kind == GK_CAST_PARAMS) gen_cast_weights(&G, &k);
+        else if (gr->kind == GK_CAST_PARAMS || gr->kind == GK_GRADS) gen_segments(&G, &k);
         else gen_anchor(&G, &k);
     }
     if (G.uses_flash) {

@@ -1,6 +1,7 @@
 /* codegen_anchors: fills each anchor op's template. The group's other nodes split into a
- * prologue (computed per element of the anchor's input, before the anchor) and an epilogue
- * (computed per element of its output, from the anchor's value). */
+ * prologue (computed per element of the anchor's input, before the anchor), an epilogue
+ * (computed per element of its output, from the anchor's value) and, where the group has a
+ * row sum, the sum's epilogue (per element of the sum, once it is complete). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,8 @@
 #define B(i) (1u << (i))
 
 typedef struct Split {
-    Node **pro, **epi;
-    int n_pro, n_epi, cap_pro, cap_epi;
+    Node **pro, **epi, **sum;
+    int n_pro, n_epi, n_sum, cap_pro, cap_epi, cap_sum;
     char *in_array; /* by node id: a prologue value the epilogue reads, kept in pv<id>[k] */
 } Split;
 
@@ -21,8 +22,9 @@ static Split split_group(Gen *G) {
     s.in_array = xcalloc((size_t)G->g->next_id, 1);
     for (int i = 0; i < gr->n_nodes; i++) {
         Node *n = gr->nodes[i];
-        if (n == gr->anchor || n->op == OP_PART) continue;
-        if (depends_on(n, gr->anchor, gr)) vec_push(s.epi, s.n_epi, s.cap_epi, n);
+        if (n == gr->anchor || n == gr->row_sum || n->op == OP_PART) continue;
+        if (gr->row_sum && depends_on(n, gr->row_sum, gr)) vec_push(s.sum, s.n_sum, s.cap_sum, n);
+        else if (depends_on(n, gr->anchor, gr)) vec_push(s.epi, s.n_epi, s.cap_epi, n);
         else vec_push(s.pro, s.n_pro, s.cap_pro, n);
     }
     for (int i = 0; i < s.n_epi; i++)
@@ -36,6 +38,7 @@ static Split split_group(Gen *G) {
 static void free_split(Split *s) {
     free(s->pro);
     free(s->epi);
+    free(s->sum);
     free(s->in_array);
 }
 
@@ -95,11 +98,6 @@ static Node *need_part(const Group *gr, int index) {
     Node *n = part_of(gr, index);
     if (!n) die("internal error: %s has no part %d", gr->kernel, index);
     return n;
-}
-
-static int threads_for_row(int64_t d) {
-    if (d >= 256) return 256;
-    return (int)((d + 31) / 32 * 32);
 }
 
 static void common(Gen *G, Keys *ks) {
@@ -217,6 +215,89 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
     return tmpl;
 }
 
+/* The row sum's epilogue: the sum's value is v<id> of the group's row_sum, per element of
+ * the sum, in a section of its own (nothing computed per row is in scope there). */
+static char *sum_epilogue(Gen *G, Split *s, const char *ind) {
+    StrBuf o = {0};
+    Group *gr = G->gr;
+    for (int i = 0; i < gr->n_nodes; i++) G->scope[gr->nodes[i]->id] = 0;
+    finish_value(G, &o, gr->row_sum, ind);
+    for (int i = 0; i < s->n_sum; i++) emit_node(G, &o, s->sum[i], &gr->row_sum->shape, ind);
+    return o.s ? o.s : xstrdup("");
+}
+
+/* RMSNorm and its backward (rms_normalize_rows.cu), with the group's row sum if it has one.
+ * A row takes the smallest power-of-two team of threads that keeps at most 16 of its values
+ * in a thread (2 runs of 8 when wide), and blocks of at least 256 threads take several rows
+ * at once. With a row sum, about 256 blocks loop over the rows, so that the table of their
+ * partial sums stays small for the last block to add up. */
+static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor, *rsum = gr->row_sum;
+    const Shape *in = &a->in[0]->shape;
+    int64_t d = in->dim[in->rank - 1], rows = shape_numel(in) / d;
+    int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD;
+    int wide = d % 8 == 0 && split_wide(G, s, in, &a->shape, bwd ? B(0) | B(1) : B(0));
+    if (wide && rsum && rsum->in[0]->group != gr->id && !wide_operand(rsum->in[0])) wide = 0;
+    int sum_wide = wide && rsum && wide_ok(G, s->sum, s->n_sum, &rsum->shape);
+    int64_t w = wide ? 8 : 1, runs = d / w, most = wide ? 2 : 16, tpr = 1;
+    while (tpr < 1024 && tpr * most < runs) tpr *= 2;
+    int64_t ch = (runs + tpr - 1) / tpr, threads = tpr > 256 ? tpr : 256, teams = threads / tpr;
+    int64_t blocks = (rows + teams - 1) / teams, grid = blocks, iters = 1;
+    if (rsum) {
+        iters = (blocks + 255) / 256;
+        grid = (blocks + iters - 1) / iters;
+    }
+    int64_t lanes = runs >= threads ? 1 : threads / runs, part = (teams > lanes ? teams : lanes) * d;
+    const char *ind = "                    ";
+    char *slot = xasprintf("c * %lld + k", (long long)w);
+    char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL, *sl = NULL, *ss = NULL;
+    if (wide) wide_begin(G, "                ");
+    char *pro = prologue(G, s, in, ind, slot);
+    char *x = operand(G, a->in[bwd ? 1 : 0], in);
+    char *dy = bwd ? operand(G, a->in[0], in) : xstrdup("0");
+    char *rx = rsum ? operand(G, rsum->in[0], in) : xstrdup("0");
+    if (wide) wide_end(G, &pl, &ps), wide_begin(G, "                ");
+    char *epi = epilogue(G, s, ind, slot);
+    if (wide) wide_end(G, &el, &es);
+    if (sum_wide) wide_begin(G, "            ");
+    char *sepi = rsum ? sum_epilogue(G, s, "                ") : xstrdup("");
+    if (sum_wide) wide_end(G, &sl, &ss);
+    char *eps = literal(G, a->a.eps);
+    char *arr = arrays(G, s, (int)(ch * w));
+    key(ks, "BACKWARD", "%d", bwd);
+    key(ks, "ROW_SUM", "%d", rsum != NULL);
+    key(ks, "THREADS", "%lld", (long long)threads);
+    key(ks, "TPR", "%lld", (long long)tpr);
+    key(ks, "TEAMS", "%lld", (long long)teams);
+    key(ks, "D", "%lld", (long long)d);
+    key(ks, "W", "%lld", (long long)w);
+    key(ks, "CH", "%lld", (long long)ch);
+    key(ks, "ROWS", "%lld", (long long)rows);
+    key(ks, "ITERS", "%lld", (long long)iters);
+    key(ks, "GRID", "%lld", (long long)grid);
+    key(ks, "EPS", "%s", eps);
+    key(ks, "ARRAYS", "%s", arr);
+    key(ks, "PROLOGUE", "%s", pro);
+    key(ks, "X", "%s", x);
+    key(ks, "DY", "%s", dy);
+    key(ks, "ROW_SUM_X", "%s", rx);
+    key(ks, "VA", "%s", va);
+    key(ks, "EPILOGUE", "%s", epi);
+    key(ks, "PRO_LOADS", "%s", pl ? pl : ""), key(ks, "PRO_STORES", "%s", ps ? ps : "");
+    key(ks, "EPI_LOADS", "%s", el ? el : ""), key(ks, "EPI_STORES", "%s", es ? es : "");
+    key(ks, "SUM_PART", "%lld", (long long)part);
+    key(ks, "SUM_LANES", "%lld", (long long)lanes);
+    key(ks, "SUM_VA", "v%d", rsum ? rsum->id : 0);
+    key(ks, "SUM_EPILOGUE", "%s", sepi);
+    key(ks, "SUM_EPI_LOADS", "%s", sl ? sl : ""), key(ks, "SUM_EPI_STORES", "%s", ss ? ss : "");
+    pointers(G, ks);
+    gr->grid = grid, gr->block = threads;
+    free(slot), free(pro), free(x), free(dy), free(rx), free(epi), free(sepi), free(eps), free(arr);
+    free(pl), free(ps), free(el), free(es), free(sl), free(ss);
+    return "rms_normalize_rows.cu";
+}
+
 void gen_anchor(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
@@ -227,43 +308,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
     const char *tmpl = NULL;
     switch (a->op) {
     case OP_RMS_NORMALIZE:
-    case OP_RMS_NORMALIZE_BACKWARD: {
-        const Shape *in = &a->in[0]->shape;
-        int64_t d = in->dim[in->rank - 1], rows = shape_numel(in) / d;
-        int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD;
-        int wide = d % 8 == 0 && split_wide(G, &s, in, &a->shape, bwd ? B(0) | B(1) : B(0));
-        int threads = threads_for_row(wide ? d / 8 : d), per = (int)((d / (wide ? 8 : 1) + threads - 1) / threads);
-        char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
-        if (wide) wide_begin(G, "            ");
-        char *pro = prologue(G, &s, in, wide ? "                " : "            ", wide ? "c * 8 + k" : "k");
-        char *x = operand(G, a->in[bwd ? 1 : 0], in);
-        char *dy = bwd ? operand(G, a->in[0], in) : NULL;
-        if (wide) wide_end(G, &pl, &ps), wide_begin(G, "            ");
-        char *epi = epilogue(G, &s, wide ? "                " : "            ", wide ? "c * 8 + k" : "k");
-        if (wide) wide_end(G, &el, &es);
-        char *eps = literal(G, a->a.eps);
-        char *arr = arrays(G, &s, wide ? per * 8 : per);
-        key(&ks, "THREADS", "%d", threads);
-        key(&ks, "D", "%lld", (long long)d);
-        key(&ks, wide ? "CH" : "PER", "%d", per);
-        key(&ks, "EPS", "%s", eps);
-        key(&ks, "ARRAYS", "%s", arr);
-        key(&ks, "PROLOGUE", "%s", pro);
-        key(&ks, "X", "%s", x);
-        if (bwd) key(&ks, "DY", "%s", dy);
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        if (wide) {
-            key(&ks, "PRO_LOADS", "%s", pl), key(&ks, "PRO_STORES", "%s", ps);
-            key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
-        }
-        pointers(G, &ks);
-        gr->grid = rows, gr->block = threads;
-        tmpl = bwd ? (wide ? "rms_normalize_backward_wide.cu" : "rms_normalize_backward.cu")
-                   : (wide ? "rms_normalize_wide.cu" : "rms_normalize.cu");
-        free(pro), free(x), free(dy), free(epi), free(eps), free(arr), free(pl), free(ps), free(el), free(es);
-        break;
-    }
+    case OP_RMS_NORMALIZE_BACKWARD: tmpl = rms_rows(G, &ks, &s, va); break;
     case OP_SUM_TO:
     case OP_SUM_ALL: {
         const Shape *in = &a->in[0]->shape;
@@ -420,7 +465,10 @@ void gen_anchor(Gen *G, StrBuf *o) {
         const Shape *x = &a->in[0]->shape;
         int64_t v = x->dim[x->rank - 1];
         int wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
+        int64_t ch = (v / 8 + 255) / 256; /* runs of 8 a thread; up to 8 stay in registers */
         key(&ks, "V", "%lld", (long long)v);
+        key(&ks, "CH", "%lld", (long long)ch);
+        key(&ks, "KEEP", "%d", ch <= 8);
         key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
         key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
         key(&ks, "X", "%s", ptr(G, a->in[0]));

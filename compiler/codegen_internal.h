@@ -50,7 +50,7 @@ void wide_begin(Gen *G, const char *ind);
 void wide_end(Gen *G, char **loads, char **stores);
 
 void gen_anchor(Gen *G, StrBuf *o);
-void gen_cast_weights(Gen *G, StrBuf *o);
+void gen_segments(Gen *G, StrBuf *o); /* the weight casts (GK_CAST_PARAMS), the gradient sums (GK_GRADS) */
 void gen_optimizer(Gen *G, StrBuf *o);
 
 #endif

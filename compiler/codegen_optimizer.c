@@ -1,6 +1,6 @@
-/* codegen_optimizer: the kernels with fixed roles: the step's weight casts, and the update
- * phase (grad_norm, adamw, step_finish), whose parameter tables are written in as
- * constants. */
+/* codegen_optimizer: the kernels with fixed roles: the step's weight casts and gradient
+ * accumulations, and the update phase (grad_norm, adamw, step_finish), whose parameter
+ * tables are written in as constants. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,46 +8,76 @@
 
 static const char *master_ctype(const Gen *G) { return dtype_cuda(G->g->policy.master); }
 
-/* One segment per weight cast; segments with the same source buffer and dtypes share a loop. */
-void gen_cast_weights(Gen *G, StrBuf *o) {
+/* A segment can go 8 elements a thread with 16-byte accesses: its length is a multiple of 8
+ * and both ends are aligned for them. */
+static int segment_wide(const Node *n) {
+    int64_t in_bytes = (int64_t)dtype_size(n->in[0]->dtype), out_bytes = (int64_t)dtype_size(n->dtype);
+    return shape_numel(&n->shape) % 8 == 0 && n->in[0]->offset % (8 * in_bytes) == 0 && n->offset % (8 * out_bytes) == 0 &&
+           in_bytes >= 2 && out_bytes >= 2;
+}
+
+/* The kernels over a table of segments (segments.cu), one node each, reading its input and
+ * writing its own value: the step's weight casts (dst = src) and the gradient accumulations
+ * after the GEMMs (dst += src). Each segment has its own run of blocks, so that no block is
+ * idle; consecutive segments with the same buffers, dtypes and width share a branch. */
+void gen_segments(Gen *G, StrBuf *o) {
+    enum { PER_BLOCK = 256 * 8 };
     Group *gr = G->gr;
-    int n = gr->n_nodes;
+    int n = gr->n_nodes, add = gr->kind == GK_GRADS;
     StrBuf tables = {0}, body = {0};
     const char *k = gr->kernel;
-    int64_t longest = 1;
+    int64_t blocks = 0;
     sb_printf(&tables, "__constant__ long %s_src[%d] = {", k, n);
     for (int i = 0; i < n; i++) sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)gr->nodes[i]->in[0]->offset);
     sb_printf(&tables, "};\n__constant__ long %s_dst[%d] = {", k, n);
     for (int i = 0; i < n; i++) sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)gr->nodes[i]->offset);
     sb_printf(&tables, "};\n__constant__ long %s_len[%d] = {", k, n);
-    for (int i = 0; i < n; i++) {
-        int64_t len = shape_numel(&gr->nodes[i]->shape);
-        if (len > longest) longest = len;
-        sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)len);
+    for (int i = 0; i < n; i++) sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)shape_numel(&gr->nodes[i]->shape));
+    sb_printf(&tables, "};\n__constant__ long %s_first[%d] = {", k, n + 1);
+    for (int i = 0; i <= n; i++) {
+        sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)blocks);
+        if (i < n) blocks += (shape_numel(&gr->nodes[i]->shape) + PER_BLOCK - 1) / PER_BLOCK;
     }
     sb_append(&tables, "};");
     for (int i = 0; i < n;) {
         const Node *a = gr->nodes[i];
-        int j = i + 1;
+        int j = i + 1, wide = segment_wide(a);
         while (j < n && gr->nodes[j]->dtype == a->dtype && gr->nodes[j]->in[0]->dtype == a->in[0]->dtype &&
-               gr->nodes[j]->in[0]->buffer == a->in[0]->buffer)
+               gr->nodes[j]->in[0]->buffer == a->in[0]->buffer && gr->nodes[j]->buffer == a->buffer &&
+               segment_wide(gr->nodes[j]) == wide)
             j++;
+        const char *r = a->dtype == DT_F64 || a->in[0]->dtype == DT_F64 ? "double" : "float";
+        const char *in = dtype_cuda(a->in[0]->dtype), *out = dtype_cuda(a->dtype);
         sb_printf(&body, "    if (seg >= %d && seg < %d) { // %s .. %s\n", i, j, node_label(gr->nodes[i]), node_label(gr->nodes[j - 1]));
-        sb_printf(&body, "        const %s *src = (const %s *)(b.%s + %s_src[seg]);\n", dtype_cuda(a->in[0]->dtype),
-                  dtype_cuda(a->in[0]->dtype), buffer_name(a->in[0]->buffer), k);
-        sb_printf(&body, "        %s *dst = (%s *)(b.weights + %s_dst[seg]);\n", dtype_cuda(a->dtype), dtype_cuda(a->dtype), k);
-        sb_printf(&body, "        for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < %s_len[seg]; i += (long)gridDim.x * blockDim.x)\n", k);
-        sb_append(&body, "            st(dst, i, ld(src, i));\n    }\n");
+        sb_printf(&body, "        const %s *src = (const %s *)(b.%s + %s_src[seg]);\n", in, in, buffer_name(a->in[0]->buffer), k);
+        sb_printf(&body, "        %s *dst = (%s *)(b.%s + %s_dst[seg]);\n", out, out, buffer_name(a->buffer), k);
+        if (wide) {
+            sb_printf(&body, "        const long i = e0 + threadIdx.x * 8;\n");
+            sb_printf(&body, "        if (i < %s_len[seg]) {\n            %s v[8];\n            ldv(src, i, v);\n", k, r);
+            if (add)
+                sb_printf(&body, "            %s d[8];\n            ldv(dst, i, d);\n"
+                                 "            for (int k = 0; k < 8; k++) v[k] = mmc_add(d[k], v[k]);\n", r);
+            sb_append(&body, "            stv(dst, i, v);\n        }\n    }\n");
+        } else {
+            sb_printf(&body, "        const long end = e0 + %d < %s_len[seg] ? e0 + %d : %s_len[seg];\n", PER_BLOCK, k, PER_BLOCK, k);
+            sb_append(&body, "        for (long i = e0 + threadIdx.x; i < end; i += blockDim.x)\n");
+            if (add) sb_printf(&body, "            st(dst, i, mmc_add((%s)ld(dst, i), (%s)ld(src, i)));\n    }\n", r, r);
+            else sb_append(&body, "            st(dst, i, ld(src, i));\n    }\n");
+        }
         i = j;
     }
     Keys ks = {0};
     key(&ks, "NAME", "%s", k);
+    key(&ks, "WHAT", "%s", add ? "Adds each gradient a GEMM made to its parameter's gradient (dst += src)"
+                               : "Casts each weight to its working dtype once per step (autocast's cast cache)");
+    key(&ks, "N", "%d", n);
+    key(&ks, "PER_BLOCK", "%d", PER_BLOCK);
     key(&ks, "TABLES", "%s", tables.s);
     key(&ks, "BODY", "%s", body.s);
-    render(o, "cast_weights.cu", &ks);
+    render(o, "segments.cu", &ks);
     gr->block = 256;
-    gr->grid = blocks_for(longest, 256 * 4);
-    gr->grid_y = n; /* one row of blocks per segment */
+    gr->grid = blocks;
+    gr->grid_y = 1;
     sb_free(&tables);
     sb_free(&body);
 }

@@ -53,7 +53,7 @@ CompileResult compile_graph(const CompileOptions *opt) {
     if (!opt->no_remat) pass_remat(r.g);
     if (dump_here(dump_after, "remat", &r)) return r;
     r.p = xcalloc(1, sizeof *r.p);
-    pass_fusion(r.g, r.p, !opt->no_fusion);
+    pass_fusion(r.g, r.p, !opt->no_fusion, !(opt->reference_kernels & REF_SUM_TO));
     if (dump_here(dump_after, "fusion", &r)) return r;
     pass_schedule(r.g, r.p);
     if (dump_here(dump_after, "schedule", &r)) return r;

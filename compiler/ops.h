@@ -81,6 +81,10 @@ typedef struct OpInfo {
     int n_parts;        /* extra outputs, reached through OP_PART nodes */
     unsigned prologue;  /* anchors: bit i set = input i may be computed by fused elementwise ops */
     int epilogue;       /* anchors: elementwise consumers of the output may fuse in */
+    int row_sums;       /* anchors over the rows of their inputs' last dim: a sum_to over the
+                           same rows may reduce in the same kernel, in the same pass */
+    int side_stream;    /* anchors that need only the step's inputs and one block: they run on
+                           a second stream from the start of the phase, beside the others */
     unsigned float_in;  /* bit i set = input i is a floating-point tensor that rules may cast */
     ShapeRule shape;
     DTypeRule dtype;    /* NULL: dtype = compute */

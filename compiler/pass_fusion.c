@@ -5,7 +5,12 @@
  *     the epilogue of an anchor (the cast and weight multiply after rms_normalize);
  *  2. else into a sibling group that reads the same input (SwiGLU's two backward products);
  *  3. a whole elementwise group into the anchor it feeds, as its prologue (residual add
- *     before rms_normalize, the gradient sum before rms_normalize_backward).
+ *     before rms_normalize, the gradient sum before rms_normalize_backward);
+ *  4. a sum_to over the rows of a row_sums anchor, with its prologue, into the anchor it
+ *     feeds: the norm weight's gradient is summed in the pass of rms_normalize_backward
+ *     that reads the same rows, instead of in a pass of its own;
+ *  5. the gradient accumulations left on their own (a GEMM's dW added to its f32 gradient)
+ *     into one launch after the backward pass, like the weight casts before it.
  * A merge is made only if the groups stay acyclic: no third group both depends on one and
  * feeds the other. */
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 typedef struct WGroup {
     GroupKind kind;
     Node *anchor;
+    Node *row_sum; /* step 4: the sum_to reduced in the anchor's pass */
     Shape shape;  /* iteration space of an elementwise group */
     int backward;
     int *mem;     /* node ids */
@@ -44,7 +50,7 @@ static int root(Fuse *f, int x) {
 static int gof(Fuse *f, const Node *n) { return f->of[n->id] < 0 ? -1 : root(f, f->of[n->id]); }
 
 static int new_group(Fuse *f, GroupKind kind, Node *n) {
-    WGroup w = {kind, NULL, n->shape, n->backward, NULL, 0, 0};
+    WGroup w = {kind, NULL, NULL, n->shape, n->backward, NULL, 0, 0};
     if (kind == GK_ANCHOR || kind == GK_GEMM) w.anchor = n;
     vec_push(f->wg, f->n_wg, f->cap_wg, w);
     f->parent = xrealloc(f->parent, (size_t)f->n_wg * sizeof(int));
@@ -166,7 +172,54 @@ static void fuse_prologues(Fuse *f, Node *anchor) {
     }
 }
 
-void pass_fusion(Graph *g, Program *p, int fuse) {
+/* Step 4: the group computing one of a row_sums anchor's inputs is a sum_to over the same
+ * rows (with its prologue, and after it only ops on the sum): it joins the anchor's group
+ * as the anchor's row sum. The kernel keeps a block's column sums in shared memory, which
+ * bounds the row length. */
+static void fuse_row_sums(Fuse *f, Node *anchor) {
+    const Shape *rows = &anchor->in[0]->shape;
+    int64_t d = rows->dim[rows->rank - 1];
+    int a = gof(f, anchor);
+    if (f->wg[a].row_sum || d > 4096) return;
+    for (int i = 0; i < anchor->n_in; i++) {
+        int h = gof(f, anchor->in[i]);
+        if (h < 0 || h == a) continue;
+        WGroup *w = &f->wg[h];
+        if (w->kind != GK_ANCHOR || w->anchor->op != OP_SUM_TO || w->row_sum) continue;
+        Node *sum = w->anchor;
+        if (!shape_eq(&sum->in[0]->shape, rows) || sum->shape.rank != 1 || sum->shape.dim[0] != d) continue;
+        int ok = 1;
+        for (int k = 0; k < w->n && ok; k++) {
+            Node *n = f->by_id[w->mem[k]];
+            if (n == sum) continue;
+            if (op_info[n->op].kind != OK_ELEMENTWISE) ok = 0;
+            else if (!after_anchor(f, n, sum, h) && !shape_eq(&n->shape, rows)) ok = 0;
+        }
+        if (ok && can_merge(f, h, a)) {
+            merge(f, h, a);
+            f->wg[a].row_sum = sum;
+            return;
+        }
+    }
+}
+
+/* Step 5: a grad_accumulate alone in its group reads a GEMM's result, which nothing can fuse
+ * into; all of them become one kernel. It runs once every dW is ready, so their inputs live
+ * until then (for MiniMind, 52 MB of f16), and saves a launch per weight. */
+static void fuse_grads(Fuse *f) {
+    int grads = -1;
+    for (int i = 0; i < f->g->n_nodes; i++) {
+        Node *n = f->g->nodes[i];
+        int h = n->op == OP_GRAD_ACCUMULATE ? gof(f, n) : -1;
+        if (h < 0 || f->wg[h].kind != GK_ELEMENTWISE || f->wg[h].n != 1) continue;
+        int src = gof(f, n->in[0]);
+        if (src < 0 || f->wg[src].kind != GK_GEMM) continue;
+        if (grads < 0) grads = new_group(f, GK_GRADS, n);
+        merge(f, h, grads);
+    }
+}
+
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums) {
     Fuse f = {0};
     f.g = g;
     int ids = g->next_id;
@@ -213,6 +266,9 @@ void pass_fusion(Graph *g, Program *p, int fuse) {
             fuse_elementwise(&f, g->nodes[i]);
     for (int i = 0; i < g->n_nodes && fuse; i++)
         if (op_info[g->nodes[i]->op].kind == OK_ANCHOR) fuse_prologues(&f, g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && fuse && row_sums; i++)
+        if (op_info[g->nodes[i]->op].row_sums) fuse_row_sums(&f, g->nodes[i]);
+    if (fuse) fuse_grads(&f);
 
     /* the program's groups, in order of their first node */
     int *index = xmalloc((size_t)f.n_wg * sizeof(int));
@@ -225,6 +281,7 @@ void pass_fusion(Graph *g, Program *p, int fuse) {
         if (index[r] < 0) {
             Group *gr = program_add_group(p, f.wg[r].kind, PHASE_MICRO);
             gr->anchor = f.wg[r].anchor;
+            gr->row_sum = f.wg[r].row_sum;
             index[r] = gr->id;
         }
         group_add(p->groups[index[r]], n);

@@ -1,7 +1,9 @@
 /* pass_schedule: puts the kernel groups in an order that respects their dependencies (ties
  * go to the group whose first node came first, which keeps the forward then backward order
  * the graph was written in), names each kernel after its order and contents, and appends
- * the optimizer kernels of the update phase. */
+ * the optimizer kernels of the update phase. A side_stream anchor that reads only leaves
+ * goes first and is marked for the side stream: the runtime starts it with the phase, so
+ * its outputs must be live (in pass_memplan's schedule-order lifetimes) from the start. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +15,11 @@ static char *kernel_name(int order, const Group *gr) {
     const char *what = "elementwise";
     const Node *named = NULL;
     if (gr->kind == GK_CAST_PARAMS) what = "cast_weights";
+    else if (gr->kind == GK_GRADS) what = "grad_accumulate";
     else if (gr->kind == GK_OPTIMIZER) what = gr->optimizer;
     else if (gr->anchor) what = op_info[gr->anchor->op].name, named = gr->anchor;
     if (!named || !named->name)
-        for (int i = gr->n_nodes - 1; i >= 0 && gr->kind != GK_CAST_PARAMS; i--)
+        for (int i = gr->n_nodes - 1; i >= 0 && gr->kind != GK_CAST_PARAMS && gr->kind != GK_GRADS; i--)
             if (gr->nodes[i]->name && gr->nodes[i]->op != OP_PART) {
                 named = gr->nodes[i];
                 break;
@@ -36,6 +39,25 @@ static char *kernel_name(int order, const Group *gr) {
     return b.s;
 }
 
+/* A side_stream anchor whose inputs are all leaves (written before the phase, never during
+ * it) can run from the phase's start, beside everything else. */
+static int on_side_stream(const Group *gr) {
+    if (gr->kind != GK_ANCHOR || !gr->anchor || !op_info[gr->anchor->op].side_stream) return 0;
+    for (int i = 0; i < gr->n_nodes; i++)
+        for (int k = 0; k < gr->nodes[i]->n_in; k++) {
+            int from = gr->nodes[i]->in[k]->group;
+            if (from >= 0 && from != gr->id) return 0;
+        }
+    return 1;
+}
+
+/* the next group to schedule among the ready ones: side-stream groups first, then by
+ * first node */
+static int goes_before(int i, int j, const char *side, const int *first) {
+    if (side[i] != side[j]) return side[i];
+    return first[i] < first[j];
+}
+
 void pass_schedule(Graph *g, Program *p) {
     int n = p->n_groups;
     int *first = xmalloc((size_t)n * sizeof(int)), *indeg = xcalloc((size_t)n, sizeof(int));
@@ -52,15 +74,18 @@ void pass_schedule(Graph *g, Program *p) {
             indeg[b]++;
         }
     }
+    char *side = xcalloc((size_t)n, 1);
+    for (int i = 0; i < n; i++) side[i] = (char)on_side_stream(p->groups[i]);
     Group **order = xmalloc((size_t)n * sizeof *order);
     char *done = xcalloc((size_t)n, 1);
     for (int k = 0; k < n; k++) {
         int best = -1;
         for (int i = 0; i < n; i++)
-            if (!done[i] && indeg[i] == 0 && (best < 0 || first[i] < first[best])) best = i;
+            if (!done[i] && indeg[i] == 0 && (best < 0 || goes_before(i, best, side, first))) best = i;
         if (best < 0) die("internal error: kernel groups form a cycle");
         done[best] = 1;
         order[k] = p->groups[best];
+        order[k]->stream = side[best];
         for (int j = 0; j < n; j++)
             if (edge[(size_t)best * n + j]) indeg[j]--;
     }
@@ -75,5 +100,5 @@ void pass_schedule(Graph *g, Program *p) {
         gr->optimizer = optimizer_steps[i];
     }
     for (int k = 0; k < p->n_groups; k++) p->groups[k]->kernel = kernel_name(k, p->groups[k]);
-    free(first), free(indeg), free(edge), free(order), free(done);
+    free(first), free(indeg), free(edge), free(order), free(done), free(side);
 }

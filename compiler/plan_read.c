@@ -197,9 +197,26 @@ static void read_header_fields(Reader *r, const Line *l) {
 }
 
 static GroupKind kind_field(Reader *r, const char *s) {
-    for (int k = GK_ELEMENTWISE; k <= GK_OPTIMIZER; k++)
+    for (int k = GK_ELEMENTWISE; k <= GK_GRADS; k++)
         if (!strcmp(group_kind_name((GroupKind)k), s)) return (GroupKind)k;
     bad(r, "unknown kernel kind '%s'", s);
+}
+
+/* stream=1 sends a kernel to the side stream, which the runtime forks at the phase's start:
+ * only an anchor kernel (a cuBLASLt call shares the workspace of the others) */
+static int stream_field(Reader *r, const char *s, GroupKind k) {
+    if (strcmp(s, "0") && strcmp(s, "1")) bad(r, "bad stream '%s' (0: the main stream, 1: the side stream)", s);
+    if (s[0] == '1' && k != GK_ANCHOR) bad(r, "stream=1 on a %s kernel: only anchor kernels run on the side stream", group_kind_name(k));
+    return s[0] == '1';
+}
+
+/* the side stream starts with the phase, before any kernel of it ran: its kernels may read
+ * leaves and their own nodes only */
+static void check_side_inputs(Reader *r, const Group *gr, const Node *n) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]->group >= 0 && n->in[k]->group != gr->id)
+            bad(r, "a side-stream kernel reads %s, which another kernel writes (it may read only leaves)",
+                xasprintf("%%%d", n->in[k]->id));
 }
 
 Plan *plan_read(const char *text, const char *path) {
@@ -252,6 +269,8 @@ Plan *plan_read(const char *text, const char *path) {
             cur->grid_y = (int64_t)num(&r, need(&r, &l, "grid_y"));
             cur->block = (int64_t)num(&r, need(&r, &l, "block"));
             cur->smem = (int64_t)num(&r, need(&r, &l, "smem"));
+            const char *st = field(&l, "stream");
+            cur->stream = st ? stream_field(&r, st, k) : 0;
             const char *o = field(&l, "optimizer");
             if (o) cur->optimizer = xstrdup(o);
             const char *a = field(&l, "anchor");
@@ -261,6 +280,7 @@ Plan *plan_read(const char *text, const char *path) {
             if (!cur) bad(&r, "op line outside a kernel%s", "");
             Node *n = read_node(&r, &l);
             group_add(cur, n);
+            if (cur->stream) check_side_inputs(&r, cur, n);
         } else if (!strcmp(w, "end")) {
             ended = 1;
         } else {

@@ -46,7 +46,7 @@ static void node_line(StrBuf *o, const char *word, const Node *n) {
 static const char *phase_name(Phase ph) { return ph == PHASE_MICRO ? "micro" : "update"; }
 
 const char *group_kind_name(GroupKind k) {
-    static const char *const names[] = {"elementwise", "anchor", "gemm", "cast_weights", "optimizer"};
+    static const char *const names[] = {"elementwise", "anchor", "gemm", "cast_weights", "optimizer", "grad_accumulate"};
     return names[k];
 }
 
@@ -94,6 +94,7 @@ char *plan_write(const Graph *g, const Program *p) {
         const char *kind = gr->kind == GK_GEMM ? "gemm" : "kernel";
         sb_printf(&o, "%s %s kind=%s phase=%s grid=%lld grid_y=%lld block=%lld smem=%lld", kind, gr->kernel,
                   group_kind_name(gr->kind), phase_name(gr->phase), (long long)gr->grid, (long long)gr->grid_y, (long long)gr->block, (long long)gr->smem);
+        if (gr->stream) sb_printf(&o, " stream=%d", gr->stream); /* absent: the main stream */
         if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " optimizer=%s", gr->optimizer);
         if (gr->kind == GK_GEMM) {
             GemmShape s = gemm_shape(gr->anchor);

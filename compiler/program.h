@@ -36,6 +36,7 @@ typedef enum GroupKind {
     GK_GEMM,         /* one cuBLASLt call */
     GK_CAST_PARAMS,  /* every weight cast of the step, in one launch */
     GK_OPTIMIZER,    /* a fixed optimizer kernel: grad_norm, adamw, step_finish */
+    GK_GRADS,        /* every gradient accumulation no kernel could take (a GEMM's dW), in one launch */
 } GroupKind;
 
 typedef enum Phase {
@@ -47,7 +48,11 @@ typedef struct Group {
     int id;
     GroupKind kind;
     Phase phase;
+    int stream;            /* 0: the phase's main stream; 1: the side stream (a side_stream
+                              anchor), joined before its first consumer */
     Node *anchor;          /* the anchor or GEMM node; NULL otherwise */
+    Node *row_sum;         /* a sum_to over the rows the anchor walks, reduced in the same
+                              pass (a row_sums anchor); NULL otherwise */
     Node **nodes;          /* members in topological order */
     int n_nodes, cap_nodes;
     const char *optimizer; /* GK_OPTIMIZER: "grad_norm", "adamw", "step_finish" */

@@ -53,13 +53,13 @@ char *compile_report(const Graph *g, const Program *p, const char *out_dir) {
         const Group *gr = p->groups[i];
         sb_printf(&o, "  %-56s", gr->kernel);
         if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " [update]");
-        int casts = 0;
+        int segments = 0; /* the one-launch tables: say how many, not each */
         for (int k = 0; k < gr->n_nodes; k++) {
             if (gr->nodes[k]->op == OP_PART) continue;
-            if (gr->kind == GK_CAST_PARAMS) casts++;
+            if (gr->kind == GK_CAST_PARAMS || gr->kind == GK_GRADS) segments++;
             else sb_printf(&o, " %s", op_info[gr->nodes[k]->op].name);
         }
-        if (casts) sb_printf(&o, " cast x%d", casts);
+        if (segments) sb_printf(&o, " %s x%d", gr->kind == GK_GRADS ? "grad_accumulate" : "cast", segments);
         sb_append(&o, "\n");
     }
     /* the precision table: every forward op, with the rule that decided it */

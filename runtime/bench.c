@@ -59,6 +59,7 @@ static const char *category(const Group *gr, char *buf, size_t n) {
     if (gr->kind == GK_GEMM) snprintf(buf, n, "gemm %s", op_info[gr->anchor->op].name);
     else if (gr->kind == GK_OPTIMIZER) snprintf(buf, n, "update %s", gr->optimizer);
     else if (gr->kind == GK_CAST_PARAMS) snprintf(buf, n, "cast_weights");
+    else if (gr->kind == GK_GRADS) snprintf(buf, n, "grad_accumulate");
     else if (gr->kind == GK_ELEMENTWISE) snprintf(buf, n, "elementwise");
     else snprintf(buf, n, "%s", op_info[gr->anchor->op].name);
     return buf;

@@ -6,8 +6,11 @@
  * reduction in a reduced precision. Each GEMM shape takes the fastest of the algorithms
  * cuBLASLt's heuristic offers, timed on its first run on the step's own data and kept in
  * the kernel cache, so later runs on the machine (and resumed runs) use the same algorithm
- * and repeat bit for bit. A phase is its kernels and GEMMs launched in order on one stream;
- * after a first run each phase is captured as a CUDA graph and replayed. */
+ * and repeat bit for bit. A phase is its kernels and GEMMs launched in order on one stream,
+ * but for the plan's stream=1 kernels (one-block kernels that read only the step's inputs):
+ * those go on a side stream forked at the phase's start and joined before their first
+ * consumer, so they run beside the others; after a first run each phase is captured as a
+ * CUDA graph (the side stream joins the capture through the fork event) and replayed. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -45,6 +48,10 @@ typedef struct Cuda {
     Backend base;
     struct cudaDeviceProp prop;
     cudaStream_t stream;
+    cudaStream_t side;     /* the stream=1 groups, forked from `stream` at a phase's start */
+    cudaEvent_t fork;      /* recorded on `stream` at the start of a phase with side groups */
+    cudaEvent_t *side_done; /* by group: recorded on `side` after a stream=1 group; else NULL */
+    char *unjoined;         /* by group: a side group `stream` has not waited for yet */
     char *buf[BUF_COUNT]; /* device memory; also the kernels' MmcBuffers argument, in order */
     cudaLibrary_t lib;
     cudaKernel_t *kernel; /* by group; NULL for GEMMs */
@@ -131,7 +138,7 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     free(what);
 }
 
-static void run_gemm(Cuda *c, Gemm *g);
+static void run_gemm(Cuda *c, Gemm *g, cudaStream_t s);
 
 /* ms of one call of the GEMM with `algo`: one run, then the best of five between events */
 static float time_gemm(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
@@ -140,11 +147,11 @@ static float time_gemm(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0), "timing event");
     CUDA_CHECK(cudaEventCreate(&e1), "timing event");
-    run_gemm(c, g);
+    run_gemm(c, g, c->stream);
     float best = INFINITY;
     for (int r = 0; r < 5; r++) {
         CUDA_CHECK(cudaEventRecord(e0, c->stream), "timing event");
-        run_gemm(c, g);
+        run_gemm(c, g, c->stream);
         CUDA_CHECK(cudaEventRecord(e1, c->stream), "timing event");
         CUDA_CHECK(cudaEventSynchronize(e1), "a GEMM");
         float t = 0;
@@ -188,37 +195,71 @@ static void tune_gemm(Cuda *c, Gemm *g) {
     free(path), free(dir);
 }
 
-static void run_gemm(Cuda *c, Gemm *g) {
+static void run_gemm(Cuda *c, Gemm *g, cudaStream_t s) {
     float one = 1.0f, zero = 0.0f;
     double one64 = 1.0, zero64 = 0.0;
     LT_CHECK(cublasLtMatmul(c->lt, g->desc, g->f64 ? (void *)&one64 : (void *)&one, dptr(c, g->in_a), g->a,
                             dptr(c, g->in_b), g->b, g->f64 ? (void *)&zero64 : (void *)&zero, dptr(c, g->out), g->c,
-                            dptr(c, g->out), g->c, &g->algo, c->workspace, WORKSPACE_BYTES, c->stream),
+                            dptr(c, g->out), g->c, &g->algo, c->workspace, WORKSPACE_BYTES, s),
              node_label(g->out));
 }
 
-static void cuda_run_group(Backend *b, int index) {
-    Cuda *c = (Cuda *)b;
-    Group *gr = b->pl->p->groups[index];
+/* one group of the schedule, queued on stream `s` */
+static void launch_group(Cuda *c, int index, cudaStream_t s) {
+    Group *gr = c->base.pl->p->groups[index];
     if (gr->kind == GK_GEMM) {
         if (!c->gemm[index].tuned) tune_gemm(c, &c->gemm[index]);
-        run_gemm(c, &c->gemm[index]);
+        run_gemm(c, &c->gemm[index], s);
     } else {
         dim3 grid = {(unsigned)gr->grid, (unsigned)gr->grid_y, 1}, block = {(unsigned)gr->block, 1, 1};
         void *args[] = {c->buf};
-        CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, (size_t)gr->smem, c->stream),
-                   gr->kernel);
+        CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, (size_t)gr->smem, s), gr->kernel);
     }
     if (c->debug) {
-        cudaError_t e = cudaStreamSynchronize(c->stream);
+        cudaError_t e = cudaStreamSynchronize(s);
         if (e == cudaSuccess) e = cudaGetLastError();
         if (e != cudaSuccess) die("cuda: %s failed: %s", gr->kernel, cudaGetErrorString(e));
     }
 }
 
+/* A group run alone (the tests, the profile) has nothing beside it: the main stream. */
+static void cuda_run_group(Backend *b, int index) { launch_group((Cuda *)b, index, ((Cuda *)b)->stream); }
+
+/* the main stream waits for side group `j` (once a phase) */
+static void join_side(Cuda *c, int j) {
+    if (j < 0 || !c->unjoined[j]) return;
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->side_done[j], 0), "join the side stream");
+    c->unjoined[j] = 0;
+}
+
+/* The side stream forks where its first group is in the schedule (the phase's start, where
+ * pass_schedule puts side groups), so it starts after the work queued before: the step's
+ * inputs, and the previous micro-step, whose last reader of the side groups' outputs must be
+ * done before they are written again. Each main group first waits for the side groups it
+ * reads; the phase ends with every side group joined, as a capture must (an unjoined fork
+ * fails cudaStreamEndCapture), and so the fences and copies after it see the side work. */
 static void launch_phase(Cuda *c, Phase phase) {
-    for (int i = 0; i < c->base.pl->p->n_groups; i++)
-        if (c->base.pl->p->groups[i]->phase == phase) cuda_run_group(&c->base, i);
+    const Program *p = c->base.pl->p;
+    int forked = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        const Group *gr = p->groups[i];
+        if (gr->phase != phase) continue;
+        if (gr->stream == 1) {
+            if (!forked) {
+                CUDA_CHECK(cudaEventRecord(c->fork, c->stream), "fork the side stream");
+                CUDA_CHECK(cudaStreamWaitEvent(c->side, c->fork, 0), "fork the side stream");
+                forked = 1;
+            }
+            launch_group(c, i, c->side);
+            CUDA_CHECK(cudaEventRecord(c->side_done[i], c->side), gr->kernel);
+            c->unjoined[i] = 1;
+            continue;
+        }
+        for (int k = 0; k < gr->n_nodes; k++)
+            for (int x = 0; x < gr->nodes[k]->n_in; x++) join_side(c, gr->nodes[k]->in[x]->group);
+        launch_group(c, i, c->stream);
+    }
+    for (int j = 0; j < p->n_groups; j++) join_side(c, j);
 }
 
 static int kernel_nodes(cudaGraph_t graph) {
@@ -381,7 +422,12 @@ static const BackendProbe cuda_probe = {cuda_mark, cuda_ms_between, cuda_profile
 static void cuda_destroy(Backend *b) {
     Cuda *c = (Cuda *)b;
     cudaStreamSynchronize(c->stream);
+    cudaStreamSynchronize(c->side);
     for (int i = 0; i < FENCES; i++) cudaEventDestroy(c->fence[i]);
+    cudaEventDestroy(c->fork);
+    for (int i = 0; i < b->pl->p->n_groups; i++)
+        if (c->side_done[i]) cudaEventDestroy(c->side_done[i]);
+    free(c->side_done), free(c->unjoined);
     for (int i = 0; i < MARKS; i++) cudaEventDestroy(c->mark[i]);
     if (c->around)
         for (int i = 0; i <= b->pl->p->n_groups; i++) cudaEventDestroy(c->around[i]);
@@ -401,6 +447,7 @@ static void cuda_destroy(Backend *b) {
     cudaFree(c->workspace);
     cublasLtDestroy(c->lt);
     cudaLibraryUnload(c->lib);
+    cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
     free(c->kernel), free(c->gemm), free(c);
 }
@@ -436,8 +483,15 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "side stream");
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming), "event");
     for (int i = 0; i < FENCES; i++) CUDA_CHECK(cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming), "event");
     for (int i = 0; i < MARKS; i++) CUDA_CHECK(cudaEventCreate(&c->mark[i]), "timing event");
+    c->side_done = xcalloc((size_t)pl->p->n_groups, sizeof *c->side_done);
+    c->unjoined = xcalloc((size_t)pl->p->n_groups, 1);
+    for (int i = 0; i < pl->p->n_groups; i++)
+        if (pl->p->groups[i]->stream == 1)
+            CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done[i], cudaEventDisableTiming), "event");
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
     char *src = load_source(pl);

@@ -74,6 +74,28 @@ template <typename T> __device__ T block_sum(T v, T *shared) {
     return total;
 }
 
+// Sums each of v[0..N) over every team of TPR consecutive threads (TPR a power of two), in a
+// fixed order; every thread of the team gets the sums. Teams wider than a warp meet in
+// `shared` (N * blockDim.x / 32 elements), and then every thread of the block must call it.
+template <int TPR, int N, typename T> __device__ __forceinline__ void team_sum(T (&v)[N], T *shared) {
+#pragma unroll
+    for (int o = (TPR < 32 ? TPR : 32) / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int j = 0; j < N; j++) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+    if (TPR > 32) {
+        constexpr int warps = TPR > 32 ? TPR / 32 : 1;
+        const int warp = threadIdx.x >> 5, first = warp / warps * warps;
+        __syncthreads();
+        if ((threadIdx.x & 31) == 0)
+            for (int j = 0; j < N; j++) shared[warp * N + j] = v[j];
+        __syncthreads();
+        for (int j = 0; j < N; j++) {
+            v[j] = 0;
+            for (int w = 0; w < warps; w++) v[j] += shared[(first + w) * N + j];
+        }
+    }
+}
+
 template <typename T> __device__ T block_max(T v, T *shared) {
     for (int o = 16; o > 0; o >>= 1) {
         T other = __shfl_xor_sync(0xffffffffu, v, o);

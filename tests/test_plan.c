@@ -12,6 +12,22 @@ static void hook(const char *msg) {
     longjmp(on_die, 1);
 }
 
+/* `text` with `what` put in before the end of the first line that starts with `line` */
+static char *with_field(const char *text, const char *line, const char *what) {
+    const char *at = strstr(text, line);
+    if (!at) return xstrdup(text);
+    size_t cut = (size_t)(strchr(at + 1, '\n') - text);
+    return xasprintf("%.*s%s%s", (int)cut, text, what, text + cut);
+}
+
+/* the line number, in `text`, of the first line that holds `what` */
+static int line_of(const char *text, const char *what) {
+    const char *at = strstr(text, what);
+    int line = 1;
+    for (const char *s = text; at && s < at; s++) line += *s == '\n';
+    return line;
+}
+
 static CompileResult compile(const char *graph, const char *policy, const char *define) {
     CompileOptions o = {0};
     o.front.graph_path = graph;
@@ -52,6 +68,17 @@ int main(void) {
     CHECK(!strcmp(a.g->hash, b.g->hash), "the same inputs give the same hash");
     CHECK(strcmp(a.g->hash, c.g->hash) && strcmp(a.g->hash, d.g->hash), "a -D or a policy changes the hash");
 
+    /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
+     * stream=1 on its kernel line and on no other, and read back */
+    const Group *first = pm->p->groups[0];
+    CHECK(first->anchor && first->anchor->op == OP_EMBEDDING_SORT && first->stream == 1,
+          "minimind: the first kernel is %s on stream %d, not embedding_sort on the side stream", first->kernel, first->stream);
+    int side = 0;
+    for (int i = 0; i < pm->p->n_groups; i++) side += pm->p->groups[i]->stream;
+    CHECK(side == 1, "minimind: %d kernels on the side stream, not 1", side);
+    const char *st = strstr(m.plan, " stream=");
+    CHECK(st && !strncmp(st, " stream=1 ", 10) && !strstr(st + 1, " stream="), "minimind: stream=1 is not on one kernel line only");
+
     expect_refused("not a plan", "hello\n", "bad/plan:1: not an mmc plan");
     expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 1");
     char *cut = xstrndup(a.plan, strlen(a.plan) / 2);
@@ -61,5 +88,14 @@ int main(void) {
     char *at = strstr(bad_op, " embedding ");
     memcpy(at, " embeddinx ", 11);
     expect_refused("unknown op", bad_op, "unknown op 'embeddinx'");
+    char *bad_stream = xstrdup(a.plan);
+    memcpy(strstr(bad_stream, " stream=1") + 8, "2", 1);
+    char *want = xasprintf("bad/plan:%d: bad stream '2'", line_of(bad_stream, " stream=2"));
+    expect_refused("stream 2", bad_stream, want);
+    char *gemm_side = with_field(a.plan, "\ngemm ", " stream=1");
+    want = xasprintf("bad/plan:%d: stream=1 on a gemm kernel", line_of(gemm_side, "\ngemm ") + 1);
+    expect_refused("a gemm on the side stream", gemm_side, want);
+    char *late_side = with_field(a.plan, "\nkernel k002_", " stream=1");
+    expect_refused("a side kernel reading another's output", late_side, "which another kernel writes");
     return test_done("test_plan");
 }
