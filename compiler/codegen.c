@@ -139,6 +139,7 @@ void wide_begin(Gen *G, const char *ind) {
     G->wind = ind;
     sb_free(&G->wloads);
     sb_free(&G->wstores);
+    sb_free(&G->wdecls);
     memset(G->wloaded, 0, (size_t)G->g->next_id);
     memset(G->wstored, 0, (size_t)G->g->next_id);
 }
@@ -151,16 +152,24 @@ void wide_end(Gen *G, char **loads, char **stores) {
     G->wstores = (StrBuf){0};
 }
 
+char *wide_take_stores(Gen *G) {
+    char *s = G->wstores.s ? G->wstores.s : xstrdup("");
+    G->wstores = (StrBuf){0};
+    return s;
+}
+
 /* x's eight values of this step: one wide load, at the index i0 (or i0 % n) of the first */
 static char *wide_load(Gen *G, const Node *x, const char *idx) {
+    const char *run = G->runs ? "[c]" : "";
     if (!G->wloaded[x->id]) {
         G->wloaded[x->id] = 1;
         const char *p = ptr(G, x);
-        sb_printf(&G->wloads, "%s%s L%d[8];\n", G->wind, G->R, x->id);
-        if (!strcmp(idx, "0")) sb_printf(&G->wloads, "%sldv1(%s, L%d);\n", G->wind, p, x->id);
-        else sb_printf(&G->wloads, "%sldv(%s, i0%s, L%d);\n", G->wind, p, idx + 1, x->id);
+        if (G->runs) sb_printf(&G->wdecls, "    %s L%d[%d][8];\n", G->R, x->id, G->runs);
+        else sb_printf(&G->wloads, "%s%s L%d[8];\n", G->wind, G->R, x->id);
+        if (!strcmp(idx, "0")) sb_printf(&G->wloads, "%sldv1(%s, L%d%s);\n", G->wind, p, x->id, run);
+        else sb_printf(&G->wloads, "%sldv(%s, i0%s, L%d%s);\n", G->wind, p, idx + 1, x->id, run);
     }
-    return xasprintf("L%d[k]", x->id);
+    return xasprintf("L%d%s[k]", x->id, run);
 }
 
 char *operand(Gen *G, const Node *x, const Shape *space) {
@@ -212,7 +221,8 @@ void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind) {
     if (n->materialized && n->buffer >= 0 && G->wide) {
         if (!G->wstored[n->id]) {
             G->wstored[n->id] = 1;
-            sb_printf(&G->wloads, "%s%s S%d[8];\n", G->wind, G->R, n->id);
+            if (G->runs) sb_printf(&G->wdecls, "    %s S%d[8];\n", G->R, n->id);
+            else sb_printf(&G->wloads, "%s%s S%d[8];\n", G->wind, G->R, n->id);
             sb_printf(&G->wstores, "%sstv(%s, i0, S%d);\n", G->wind, ptr(G, n), n->id);
         }
         sb_printf(o, "%sS%d[k] = v%d;\n", ind, n->id, n->id);
@@ -322,7 +332,7 @@ int codegen_reference_parse(const char *list) {
 
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, reference, 0, {0}, xcalloc((size_t)g->next_id, 1),
-             xcalloc((size_t)g->next_id, 1), 0, {0}, {0}, xcalloc((size_t)g->next_id, 1), xcalloc((size_t)g->next_id, 1), ""};
+             xcalloc((size_t)g->next_id, 1), 0, {0}, {0}, xcalloc((size_t)g->next_id, 1), xcalloc((size_t)g->next_id, 1), "", 0, {0}};
     StrBuf o = {0}, k = {0};
     sb_printf(&o, "// kernels.cu for graph '%s' (%s), policy %s, rounding %s.\n", g->name, g->source, g->policy.name,
               g->policy.round_eager ? "eager" : "fused");
@@ -367,5 +377,6 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     free(G.declared);
     free(G.scope);
     free(G.wloaded), free(G.wstored);
+    sb_free(&G.wdecls);
     return o.s;
 }

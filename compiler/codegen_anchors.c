@@ -248,18 +248,29 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
         iters = (blocks + 255) / 256;
         grid = (blocks + iters - 1) / iters;
     }
+    /* the partial table's rows are added in groups of about sqrt(grid) blocks, then the groups */
+    int64_t group = 1;
+    while (group * group < grid) group++;
+    int64_t groups = (grid + group - 1) / group;
     int64_t lanes = runs >= threads ? 1 : threads / runs, part = (teams > lanes ? teams : lanes) * d;
     const char *ind = "                    ";
     char *slot = xasprintf("c * %lld + k", (long long)w);
-    char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL, *sl = NULL, *ss = NULL;
-    if (wide) wide_begin(G, "                ");
+    char *loads = NULL, *decls = NULL, *ps = NULL, *es = NULL, *sl = NULL, *ss = NULL, *none = NULL;
+    /* wide: one section over the runs, whose loads (the prologue's and the epilogue's) all
+     * come first in the template */
+    if (wide) wide_begin(G, "                "), G->runs = (int)ch;
     char *pro = prologue(G, s, in, ind, slot);
     char *x = operand(G, a->in[bwd ? 1 : 0], in);
     char *dy = bwd ? operand(G, a->in[0], in) : xstrdup("0");
     char *rx = rsum ? operand(G, rsum->in[0], in) : xstrdup("0");
-    if (wide) wide_end(G, &pl, &ps), wide_begin(G, "                ");
+    if (wide) ps = wide_take_stores(G);
     char *epi = epilogue(G, s, ind, slot);
-    if (wide) wide_end(G, &el, &es);
+    if (wide) {
+        es = wide_take_stores(G);
+        decls = G->wdecls.s ? xstrdup(G->wdecls.s) : xstrdup("");
+        wide_end(G, &loads, &none);
+        G->runs = 0;
+    }
     if (sum_wide) wide_begin(G, "            ");
     char *sepi = rsum ? sum_epilogue(G, s, "                ") : xstrdup("");
     if (sum_wide) wide_end(G, &sl, &ss);
@@ -284,17 +295,21 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
     key(ks, "ROW_SUM_X", "%s", rx);
     key(ks, "VA", "%s", va);
     key(ks, "EPILOGUE", "%s", epi);
-    key(ks, "PRO_LOADS", "%s", pl ? pl : ""), key(ks, "PRO_STORES", "%s", ps ? ps : "");
-    key(ks, "EPI_LOADS", "%s", el ? el : ""), key(ks, "EPI_STORES", "%s", es ? es : "");
+    key(ks, "FULL", "%d", d == tpr * ch * w && rows == grid * teams * iters);
+    key(ks, "LOADS", "%s", loads ? loads : "");
+    key(ks, "DECLS", "%s", decls ? decls : "");
+    key(ks, "PRO_STORES", "%s", ps ? ps : ""), key(ks, "EPI_STORES", "%s", es ? es : "");
     key(ks, "SUM_PART", "%lld", (long long)part);
     key(ks, "SUM_LANES", "%lld", (long long)lanes);
+    key(ks, "GROUP", "%lld", (long long)group);
+    key(ks, "GROUPS", "%lld", (long long)groups);
     key(ks, "SUM_VA", "v%d", rsum ? rsum->id : 0);
     key(ks, "SUM_EPILOGUE", "%s", sepi);
     key(ks, "SUM_EPI_LOADS", "%s", sl ? sl : ""), key(ks, "SUM_EPI_STORES", "%s", ss ? ss : "");
     pointers(G, ks);
     gr->grid = grid, gr->block = threads;
     free(slot), free(pro), free(x), free(dy), free(rx), free(epi), free(sepi), free(eps), free(arr);
-    free(pl), free(ps), free(el), free(es), free(sl), free(ss);
+    free(loads), free(decls), free(none), free(ps), free(es), free(sl), free(ss);
     return "rms_normalize_rows.cu";
 }
 
@@ -465,10 +480,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
         const Shape *x = &a->in[0]->shape;
         int64_t v = x->dim[x->rank - 1];
         int wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
-        int64_t ch = (v / 8 + 255) / 256; /* runs of 8 a thread; up to 8 stay in registers */
         key(&ks, "V", "%lld", (long long)v);
-        key(&ks, "CH", "%lld", (long long)ch);
-        key(&ks, "KEEP", "%d", ch <= 8);
         key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
         key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
         key(&ks, "X", "%s", ptr(G, a->in[0]));

@@ -23,6 +23,11 @@ typedef struct Gen {
     StrBuf wloads, wstores; /* the section's wide loads (and store arrays), its wide stores */
     char *wloaded, *wstored; /* by node id, within the section */
     const char *wind;        /* indentation of the section's loads and stores */
+    /* Wide mode over `runs` runs of 8 (c = 0 .. runs-1): a value read is L<id>[c][k], every
+     * load of the runs is in wloads, to be issued before any of the code that uses them,
+     * and the arrays are declared once in wdecls. */
+    int runs;
+    StrBuf wdecls;
 } Gen;
 
 typedef struct Keys {
@@ -48,6 +53,7 @@ int wide_ok(const Gen *G, Node *const *nodes, int n, const Shape *space);
 int wide_operand(const Node *x); /* x can be read 8 elements at a time */
 void wide_begin(Gen *G, const char *ind);
 void wide_end(Gen *G, char **loads, char **stores);
+char *wide_take_stores(Gen *G); /* the stores so far, and a fresh buffer for the next section */
 
 void gen_anchor(Gen *G, StrBuf *o);
 void gen_segments(Gen *G, StrBuf *o); /* the weight casts (GK_CAST_PARAMS), the gradient sums (GK_GRADS) */

@@ -40,7 +40,8 @@ CompileResult compile_graph(const CompileOptions *opt) {
     CompileResult r = {0};
     r.g = frontend_load(&opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    char *options = xasprintf("fusion=%d remat=%d reference=%u", !opt->no_fusion, !opt->no_remat, opt->reference_kernels);
+    int remat = opt->no_remat ? 0 : opt->remat_gemm_inputs ? 2 : 1;
+    char *options = xasprintf("fusion=%d remat=%d reference=%u", !opt->no_fusion, remat, opt->reference_kernels);
     r.g->hash = plan_hash(r.g, options);
     free(options);
     if (dump_here(dump_after, "frontend", &r)) return r;
@@ -50,7 +51,7 @@ CompileResult compile_graph(const CompileOptions *opt) {
     if (dump_here(dump_after, "autodiff", &r)) return r;
     pass_simplify(r.g);
     if (dump_here(dump_after, "simplify", &r)) return r;
-    if (!opt->no_remat) pass_remat(r.g);
+    if (remat) pass_remat(r.g, remat == 2);
     if (dump_here(dump_after, "remat", &r)) return r;
     r.p = xcalloc(1, sizeof *r.p);
     pass_fusion(r.g, r.p, !opt->no_fusion, !(opt->reference_kernels & REF_SUM_TO));

@@ -19,6 +19,7 @@ typedef struct CompileOptions {
     int no_fusion;          /* every op its own kernel (for comparing with the fused plan) */
     unsigned reference_kernels; /* REF_ bits: the exact slow kernels where fast ones exist (for comparing) */
     int no_remat;           /* keep every forward value the backward pass reads (for comparing) */
+    int remat_gemm_inputs;  /* also recompute values only GEMMs read: less memory, one more write */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

@@ -30,6 +30,7 @@ int cmd_compile(int argc, char **argv) {
             copt.reference_kernels = (unsigned)m;
         }
         else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
+        else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
             const char *eq = strchr(kv, '=');

@@ -6,12 +6,15 @@
  * pass is done with it. The copy computes the same op in the same dtypes with the same
  * rounding, so the numbers do not change.
  *
- * It pays where the copy joins a backward kernel that runs anyway: a value some backward
- * elementwise op reads (MiniMind's silu(gate), which the SwiGLU backward kernel reads), and a
- * value computed from recomputed ones (silu(gate) * up, which the down projection's weight
- * gradient reads). A value only GEMMs read, made from values kept anyway, would cost a pass
- * of its own and stays. Runs after simplify, whose common-subexpression step would merge the
- * copies back into the originals. */
+ * It pays where the copy joins a backward kernel that runs anyway and stays in its registers:
+ * a value only backward elementwise ops read (MiniMind's silu(gate), which the SwiGLU
+ * backward kernel reads). A value a GEMM reads must be in memory for it, so its copy costs
+ * a write in the backward pass: it stays kept, unless `gemm_inputs` asks for the memory
+ * instead (silu(gate) * up, which the down projection's weight gradient reads: 0.7 GB at
+ * MiniMind2-small's batch 64, for one more write of it a layer). A value only GEMMs read,
+ * made from values kept anyway, would cost a pass of its own and always stays. Runs after
+ * simplify, whose common-subexpression step would merge the copies back into the
+ * originals. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,11 +33,12 @@ static void place(Node **copy, const char *redo, char *placed, Node **order, int
     order[(*n_order)++] = c;
 }
 
-void pass_remat(Graph *g) {
+void pass_remat(Graph *g, int gemm_inputs) {
     int ids = g->next_id;
     char *kept = xcalloc((size_t)ids, 1);    /* forward value read by a backward node */
     char *redo = xcalloc((size_t)ids, 1);    /* recomputed in the backward pass */
     char *ew_read = xcalloc((size_t)ids, 1); /* read by a backward elementwise node */
+    char *mem_read = xcalloc((size_t)ids, 1); /* read by a backward GEMM or anchor */
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
         if (!n->backward) continue;
@@ -42,12 +46,14 @@ void pass_remat(Graph *g) {
             const Node *x = n->in[k];
             if (!x->backward && !is_leaf(x)) kept[x->id] = 1;
             if (op_info[n->op].kind == OK_ELEMENTWISE) ew_read[x->id] = 1;
+            else mem_read[x->id] = 1;
         }
     }
     int n_redo = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *x = g->nodes[i];
         if (x->backward || !kept[x->id] || op_info[x->op].kind != OK_ELEMENTWISE || x->op == OP_GRAD_ACCUMULATE) continue;
+        if (mem_read[x->id] && !gemm_inputs) continue;
         int available = 1, joins = ew_read[x->id], leaves = 1;
         for (int k = 0; k < x->n_in; k++) {
             const Node *y = x->in[k];
@@ -58,7 +64,7 @@ void pass_remat(Graph *g) {
         if (available && joins && !leaves) redo[x->id] = 1, n_redo++;
     }
     if (!n_redo) {
-        free(kept), free(redo), free(ew_read);
+        free(kept), free(redo), free(ew_read), free(mem_read);
         return;
     }
     /* the copies, made in forward order so that a copy's recomputed inputs exist first */
@@ -99,5 +105,5 @@ void pass_remat(Graph *g) {
     g->nodes = order;
     g->n_nodes = n_order;
     g->cap_nodes = n_order;
-    free(kept), free(redo), free(ew_read), free(copy), free(placed);
+    free(kept), free(redo), free(ew_read), free(mem_read), free(copy), free(placed);
 }

@@ -11,7 +11,9 @@
 void pass_precision(Graph *g);  /* dtypes from the policy's rules; casts inserted */
 void pass_autodiff(Graph *g);   /* backward nodes from the loss to every parameter */
 void pass_simplify(Graph *g);   /* no-op casts, cast chains, common subexpressions, dead nodes */
-void pass_remat(Graph *g);      /* backward copies of cheap forward values, instead of keeping them */
+/* backward copies of cheap forward values, instead of keeping them (gemm_inputs: also those
+ * only GEMMs read, which the backward kernel then writes once more) */
+void pass_remat(Graph *g, int gemm_inputs);
 /* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own) */
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */

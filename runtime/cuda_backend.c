@@ -32,7 +32,7 @@
         if (s_ != CUBLAS_STATUS_SUCCESS) die("cublasLt: %s: status %d (%s)", what, (int)s_, #call); \
     } while (0)
 
-enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256, GEMM_CANDIDATES = 8 };
+enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256, GEMM_CANDIDATES = 16 };
 
 typedef struct Gemm {
     cublasLtMatmulDesc_t desc;

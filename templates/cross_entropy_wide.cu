@@ -2,8 +2,7 @@
 // {{V}} logits, 8 consecutive logits a thread with 16-byte loads: log_softmax = (x - max) -
 // log(sum(exp(x - max))) in f32, rounded to the log-softmax dtype as F.cross_entropy does
 // under autocast; the row's max, log-sum and loss go to the stats part. The last block to
-// finish sums the row losses in row order. When a thread's share of the row fits in
-// registers (at most 8 runs of 8) the row is read once, otherwise twice.
+// finish sums the row losses in row order.
 extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     __shared__ {{R}} red[32];
@@ -12,23 +11,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     MmcStepState *state = (MmcStepState *)b.state;
     const long row = blockIdx.x;
     const long base = row * {{V}};
-    {{R}} m = -INFINITY, s = 0;
-#if {{KEEP}}
-    {{R}} xs[{{CH}} * 8];
-#pragma unroll
-    for (int c = 0; c < {{CH}}; c++) {
-        const int j0 = (threadIdx.x + c * 256) * 8;
-        if (j0 < {{V}}) ldv({{X}}, base + j0, *({{R}}(*)[8])&xs[c * 8]);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            if (j0 >= {{V}}) xs[c * 8 + k] = -INFINITY;
-            m = xs[c * 8 + k] > m ? xs[c * 8 + k] : m;
-        }
-    }
-    m = block_max(m, red);
-#pragma unroll
-    for (int j = 0; j < {{CH}} * 8; j++) s += mmc_exp(xs[j] - m);
-#else
+    {{R}} m = -INFINITY;
     for (int j0 = threadIdx.x * 8; j0 < {{V}}; j0 += blockDim.x * 8) {
         {{R}} xs[8];
         ldv({{X}}, base + j0, xs);
@@ -36,13 +19,13 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         for (int k = 0; k < 8; k++) m = xs[k] > m ? xs[k] : m;
     }
     m = block_max(m, red);
+    {{R}} s = 0;
     for (int j0 = threadIdx.x * 8; j0 < {{V}}; j0 += blockDim.x * 8) {
         {{R}} xs[8];
         ldv({{X}}, base + j0, xs);
 #pragma unroll
         for (int k = 0; k < 8; k++) s += mmc_exp(xs[k] - m);
     }
-#endif
     s = block_sum(s, red);
     if (threadIdx.x == 0) {
         const {{R}} logsum = mmc_log(s);

@@ -142,6 +142,18 @@ template <typename R> __device__ __forceinline__ void ldv(const double *p, long 
         o[2 * j] = d.x, o[2 * j + 1] = d.y;
     }
 }
+// the same through L2 only (__ldcg): for values other blocks of the same launch wrote
+template <typename R> __device__ __forceinline__ void ldv_cg(const float *p, long i, R (&o)[8]) {
+    const float4 a = __ldcg((const float4 *)(p + i)), c = __ldcg((const float4 *)(p + i + 4));
+    o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = c.x, o[5] = c.y, o[6] = c.z, o[7] = c.w;
+}
+template <typename R> __device__ __forceinline__ void ldv_cg(const double *p, long i, R (&o)[8]) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const double2 d = __ldcg((const double2 *)(p + i + 2 * j));
+        o[2 * j] = d.x, o[2 * j + 1] = d.y;
+    }
+}
 // one value for all eight (a scalar operand)
 template <typename T, typename R> __device__ __forceinline__ void ldv1(const T *p, R (&o)[8]) {
     const R v = ld(p, 0);

@@ -6,13 +6,48 @@
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
-// block adds its teams in order into its row of a partial table, and the last block to
-// finish adds the table's rows in order and runs the sum's epilogue. Whichever block
-// finishes last the order is the same, so the result repeats bit for bit. The table and the
-// finish counter live with the kernel (the last block resets the counter to zero).
+// block adds its teams in order into its row of a partial table; the last block of each
+// group of {{GROUP}} blocks to finish adds the group's rows in order into a row of a second
+// table, and the last group to finish adds that table's rows in order and runs the sum's
+// epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
+// for bit. The tables and the finish counters live with the kernel (each counter is reset
+// to zero by the block that saw it complete).
 #if {{ROW_SUM}}
-__device__ {{R}} {{NAME}}_partial[{{GRID}} * {{D}}];
-__device__ unsigned int {{NAME}}_done;
+__device__ __align__(32) {{R}} {{NAME}}_partial[{{GRID}} * {{D}}];
+__device__ __align__(32) {{R}} {{NAME}}_partial2[{{GROUPS}} * {{D}}];
+__device__ unsigned int {{NAME}}_done[{{GROUPS}} + 1]; // by group, then the groups
+// The sum of rows [r0, r1) of `table`, in order, for run u (columns u {{W}} ...): the rows go
+// to {{SUM_LANES}} lanes of threads in turn and the lanes meet in `part` in order; the
+// thread of lane 0 gets the sum. Every thread of the block calls it.
+__device__ __forceinline__ void {{NAME}}_sum_rows(const {{R}} *table, int r0, int r1, int u, int lane, bool mine,
+                                                  {{R}} (&acc)[{{W}}], {{R}} *part) {
+#pragma unroll
+    for (int k = 0; k < {{W}}; k++) acc[k] = 0;
+    if (mine)
+        for (int y = r0 + lane; y < r1; y += {{SUM_LANES}}) {
+            {{R}} v[8];
+#if {{W}} == 8
+            ldv_cg(table, (long)y * {{D}} + u * 8, v);
+#else
+            v[0] = __ldcg(&table[(long)y * {{D}} + u]);
+#endif
+#pragma unroll
+            for (int k = 0; k < {{W}}; k++) acc[k] += v[k];
+        }
+#if {{SUM_LANES}} > 1
+    __syncthreads();
+    if (mine)
+#pragma unroll
+        for (int k = 0; k < {{W}}; k++) part[lane * {{D}} + u * {{W}} + k] = acc[k];
+    __syncthreads();
+    if (mine && lane == 0)
+#pragma unroll
+        for (int k = 0; k < {{W}}; k++) {
+            acc[k] = 0;
+            for (int l = 0; l < {{SUM_LANES}}; l++) acc[k] += part[l * {{D}} + u * {{W}} + k];
+        }
+#endif
+}
 #endif
 extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
@@ -28,18 +63,28 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
     for (int j = 0; j < {{CH}} * {{W}}; j++) rs[j] = 0;
 #endif
 {{ARRAYS}}
+{{DECLS}}
     for (int it = 0; it < {{ITERS}}; it++) {
         const long row = ((long)it * gridDim.x + blockIdx.x) * {{TEAMS}} + team;
         const bool live = row < {{ROWS}}L;
+        // every tensor the row reads, for all runs at once, before any arithmetic, so that a
+        // warp keeps its whole row in flight (the guards fold away when every run exists)
+#pragma unroll
+        for (int c = 0; c < {{CH}}; c++) {
+            const int col0 = (t + c * {{TPR}}) * {{W}};
+            if ({{FULL}} || (live && col0 < {{D}})) {
+                const long i0 = row * {{D}} + col0;
+{{LOADS}}
+            }
+        }
         {{R}} s[1 + {{BACKWARD}}]; // sum of x^2 (and of dy x)
 #pragma unroll
         for (int j = 0; j < 1 + {{BACKWARD}}; j++) s[j] = 0;
 #pragma unroll
         for (int c = 0; c < {{CH}}; c++) {
             const int col0 = (t + c * {{TPR}}) * {{W}};
-            if (live && col0 < {{D}}) {
+            if ({{FULL}} || (live && col0 < {{D}})) {
                 const long i0 = row * {{D}} + col0;
-{{PRO_LOADS}}
 #pragma unroll
                 for (int k = 0; k < {{W}}; k++) {
                     const long i = i0 + k;
@@ -69,9 +114,8 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
 #pragma unroll
         for (int c = 0; c < {{CH}}; c++) {
             const int col0 = (t + c * {{TPR}}) * {{W}};
-            if (live && col0 < {{D}}) {
+            if ({{FULL}} || (live && col0 < {{D}})) {
                 const long i0 = row * {{D}} + col0;
-{{EPI_LOADS}}
 #pragma unroll
                 for (int k = 0; k < {{W}}; k++) {
                     const long i = i0 + k;
@@ -105,41 +149,38 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
     }
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&{{NAME}}_done, 1u) == gridDim.x - 1;
+    // the last block of the group adds the group's rows into its row of the second table
+    const int g = blockIdx.x / {{GROUP}}, g0 = g * {{GROUP}}, g1 = g0 + {{GROUP}} < {{GRID}} ? g0 + {{GROUP}} : {{GRID}};
+    if (threadIdx.x == 0) last = atomicAdd(&{{NAME}}_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
     __threadfence();
-    // the last block: the table's rows in order, in {{SUM_LANES}} lanes of rows (block y goes to
-    // lane y % lanes), then the lanes in order; {{W}} consecutive columns a thread
+    // runs of {{W}} columns, {{SUM_LANES}} lanes of threads
     const int per = {{THREADS}} / {{SUM_LANES}}, lane = threadIdx.x / per;
     for (int u0 = 0; u0 < {{D}} / {{W}}; u0 += per) {
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < {{D}} / {{W}} && lane < {{SUM_LANES}};
         {{R}} acc[{{W}}];
-#pragma unroll
-        for (int k = 0; k < {{W}}; k++) acc[k] = 0;
-        if (mine)
-            for (int y = lane; y < (int)gridDim.x; y += {{SUM_LANES}}) {
-                {{R}} v[{{W}}];
-#pragma unroll
-                for (int k = 0; k < {{W}}; k++) v[k] = __ldcg(&{{NAME}}_partial[(long)y * {{D}} + u * {{W}} + k]);
-#pragma unroll
-                for (int k = 0; k < {{W}}; k++) acc[k] += v[k];
-            }
-#if {{SUM_LANES}} > 1
-        // one pass (per covers every column): the lanes meet in shared memory
-        __syncthreads();
-        if (mine)
-#pragma unroll
-            for (int k = 0; k < {{W}}; k++) part[lane * {{D}} + u * {{W}} + k] = acc[k];
-        __syncthreads();
+        {{NAME}}_sum_rows({{NAME}}_partial, g0, g1, u, lane, mine, acc, part);
         if (mine && lane == 0)
 #pragma unroll
-            for (int k = 0; k < {{W}}; k++) {
-                acc[k] = 0;
-                for (int l = 0; l < {{SUM_LANES}}; l++) acc[k] += part[l * {{D}} + u * {{W}} + k];
-            }
-#endif
+            for (int k = 0; k < {{W}}; k++) {{NAME}}_partial2[(long)g * {{D}} + u * {{W}} + k] = acc[k];
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        {{NAME}}_done[g] = 0;
+        last = atomicAdd(&{{NAME}}_done[{{GROUPS}}], 1u) == {{GROUPS}} - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // the last group: the groups' rows in order, then the sum's epilogue
+    for (int u0 = 0; u0 < {{D}} / {{W}}; u0 += per) {
+        const int u = u0 + threadIdx.x % per;
+        const bool mine = u < {{D}} / {{W}} && lane < {{SUM_LANES}};
+        {{R}} acc[{{W}}];
+        {{NAME}}_sum_rows({{NAME}}_partial2, 0, {{GROUPS}}, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * {{W}};
 {{SUM_EPI_LOADS}}
@@ -152,6 +193,6 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
 {{SUM_EPI_STORES}}
         }
     }
-    if (threadIdx.x == 0) {{NAME}}_done = 0;
+    if (threadIdx.x == 0) {{NAME}}_done[{{GROUPS}}] = 0;
 #endif
 }

@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         for (int y = rl; y < {{CHUNKS}}; y += 8) {
             const {{R}} *row = &{{NAME}}_partial[y * {{C}} + c0];
             {{R}} v[8];
-            for (int k = 0; k < 8; k++) v[k] = __ldcg(row + k);
+            ldv_cg(row, 0, v);
 #pragma unroll
             for (int k = 0; k < 8; k++) acc[k] += v[k];
         }

@@ -75,18 +75,29 @@ static void compare(const char *policy, int exact) {
     printf("  %-10s %d kernels fused, %d unfused: %s\n", policy, kf, ku, exact ? "bit-identical" : "within tolerance");
 }
 
-static void compare_remat(const char *policy) {
-    Plan *with = test_compile("graphs/tiny.lua", policy, NULL, 1);
+/* remat at `flags` against none: a smaller arena, the same bits */
+static int64_t compare_remat_level(const char *policy, int flags, const char *what) {
+    Plan *with = test_compile_with("graphs/tiny.lua", policy, NULL, flags);
     Plan *without = test_compile_with("graphs/tiny.lua", policy, NULL, TEST_NO_REMAT);
     int64_t aw = with->p->buffer_bytes[BUF_ARENA], an = without->p->buffer_bytes[BUF_ARENA];
-    CHECK(aw < an, "%s: rematerialization should shrink the arena (%lld bytes with, %lld without)", policy, (long long)aw,
-          (long long)an);
+    CHECK(aw < an, "%s: rematerialization (%s) should shrink the arena (%lld bytes with, %lld without)", policy, what,
+          (long long)aw, (long long)an);
     Run a = run(with), b = run(without);
-    CHECK(a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1], "%s: loss %.9g/%.9g with remat vs %.9g/%.9g without", policy,
-          a.loss[0], a.loss[1], b.loss[0], b.loss[1]);
-    CHECK(!memcmp(a.grads, b.grads, (size_t)a.bytes), "%s: gradients differ with and without remat", policy);
-    CHECK(!memcmp(a.params, b.params, (size_t)a.bytes), "%s: weights after two updates differ with and without remat", policy);
-    printf("  %-10s rematerialized: arena %lld bytes instead of %lld, bit-identical\n", policy, (long long)aw, (long long)an);
+    CHECK(a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1], "%s: loss %.9g/%.9g with remat (%s) vs %.9g/%.9g without",
+          policy, a.loss[0], a.loss[1], what, b.loss[0], b.loss[1]);
+    CHECK(!memcmp(a.grads, b.grads, (size_t)a.bytes), "%s: gradients differ with remat (%s) and without", policy, what);
+    CHECK(!memcmp(a.params, b.params, (size_t)a.bytes), "%s: weights after two updates differ with remat (%s) and without",
+          policy, what);
+    printf("  %-10s rematerialized (%s): arena %lld bytes instead of %lld, bit-identical\n", policy, what, (long long)aw,
+           (long long)an);
+    return aw;
+}
+
+static void compare_remat(const char *policy) {
+    int64_t free_only = compare_remat_level(policy, 0, "default");
+    int64_t gemm = compare_remat_level(policy, TEST_REMAT_GEMM_INPUTS, "--remat-gemm-inputs");
+    CHECK(gemm < free_only, "%s: --remat-gemm-inputs should shrink the arena further (%lld bytes, %lld by default)", policy,
+          (long long)gemm, (long long)free_only);
 }
 
 int main(void) {
