@@ -128,7 +128,9 @@ int wide_ok(const Gen *G, Node *const *nodes, int n, const Shape *space) {
         for (int k = 0; k < x->n_in; k++) {
             const Node *in = x->in[k];
             if (in->group == G->gr->id) continue; /* computed in this kernel: a register */
-            if (!wide_operand(in)) return 0;
+            if (op_info[x->op].row_in >> k & 1) { /* one value for the 8, if they share a row */
+                if (space->dim[space->rank - 1] % 8) return 0;
+            } else if (!wide_operand(in)) return 0;
         }
     }
     return 1;
@@ -172,6 +174,22 @@ static char *wide_load(Gen *G, const Node *x, const char *idx) {
     return xasprintf("L%d%s[k]", x->id, run);
 }
 
+/* x holds one value per row of `space` (a row_in input): element i reads x[i / row]; when wide,
+ * the 8 elements are in one row (wide_ok checked it) and share one load */
+static char *row_operand(Gen *G, const Node *x, const Shape *space) {
+    int64_t d = space->dim[space->rank - 1];
+    if (G->scope[x->id]) die("internal error: %s is read per row but computed per element", node_label(x));
+    if (!G->wide) return xasprintf("ld(%s, i / %lldL)", ptr(G, x), (long long)d);
+    const char *run = G->runs ? "[c]" : "";
+    if (!G->wloaded[x->id]) {
+        G->wloaded[x->id] = 1;
+        if (G->runs) sb_printf(&G->wdecls, "    %s L%d[%d][8];\n", G->R, x->id, G->runs);
+        else sb_printf(&G->wloads, "%s%s L%d[8];\n", G->wind, G->R, x->id);
+        sb_printf(&G->wloads, "%sldv1(%s + i0 / %lldL, L%d%s);\n", G->wind, ptr(G, x), (long long)d, x->id, run);
+    }
+    return xasprintf("L%d%s[k]", x->id, run);
+}
+
 char *operand(Gen *G, const Node *x, const Shape *space) {
     if (G->scope[x->id]) return xasprintf("v%d", x->id);
     char *idx = index_for(x, space);
@@ -198,7 +216,8 @@ static char *expr_of(Gen *G, const Node *n, const Shape *space) {
     StrBuf b = {0};
     for (const char *c = info->cuda; *c; c++) {
         if (*c == '$' && c[1] >= '0' && c[1] <= '9') {
-            char *a = operand(G, n->in[c[1] - '0'], space);
+            int k = c[1] - '0';
+            char *a = (info->row_in >> k & 1) ? row_operand(G, n->in[k], space) : operand(G, n->in[k], space);
             sb_printf(&b, "(%s)%s", G->R, a);
             free(a);
             c++;

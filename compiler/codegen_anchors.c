@@ -276,6 +276,10 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
     if (sum_wide) wide_end(G, &sl, &ss);
     char *eps = literal(G, a->a.eps);
     char *arr = arrays(G, s, (int)(ch * w));
+    Node *factor = bwd ? NULL : part_of(gr, 1);
+    if (factor && factor->materialized && factor->buffer >= 0)
+        key(ks, "STORE_FACTOR", "if (live && t == 0) st(%s, row, r);", ptr(G, factor));
+    else key(ks, "STORE_FACTOR", "{}");
     key(ks, "BACKWARD", "%d", bwd);
     key(ks, "ROW_SUM", "%d", rsum != NULL);
     key(ks, "THREADS", "%lld", (long long)threads);

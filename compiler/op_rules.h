@@ -8,6 +8,7 @@ char *shape_same(Node *n);
 char *shape_broadcast(Node *n);
 char *shape_inplace(Node *n);
 char *shape_silu_backward(Node *n);
+char *shape_scale_rows(Node *n);
 char *shape_expand(Node *n);
 char *shape_sum_to(Node *n);
 char *shape_scalar(Node *n);

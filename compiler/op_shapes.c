@@ -42,6 +42,15 @@ char *shape_inplace(Node *n) {
     return NULL;
 }
 
+char *shape_scale_rows(Node *n) {
+    const Shape *x = IN(0), *r = IN(1);
+    int ok = x->rank >= 1 && r->rank == x->rank - 1;
+    for (int d = 0; ok && d < r->rank; d++) ok = r->dim[d] == x->dim[d];
+    if (!ok) return mismatch(n, "the factors are not one per row of x");
+    n->shape = *x;
+    return NULL;
+}
+
 char *shape_silu_backward(Node *n) {
     if (!shape_eq(IN(0), IN(1))) return mismatch(n, "gradient and input differ in shape");
     n->shape = *IN(0);

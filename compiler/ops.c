@@ -57,6 +57,16 @@ static void part_attention_backward_dkv(Node *p, int index, Node *part) {
     part->dtype = part->compute = p->in[3]->dtype;
 }
 
+static void part_rms_normalize(Node *p, int index, Node *part) {
+    /* 1: each row's factor rsqrt(mean(x^2) + eps), the input's shape without its last dim, so
+     * that the backward pass can remake the output from x (scale_rows) instead of keeping it */
+    (void)index;
+    const Shape *x = &p->in[0]->shape;
+    part->shape = *x;
+    part->shape.rank = x->rank - 1;
+    part->dtype = part->compute = stats_dtype(p);
+}
+
 static void part_embedding_sort(Node *p, int index, Node *part) {
     /* 1: where each id's rows start in the sorted order, [vocab + 1] */
     (void)index;
@@ -110,6 +120,9 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_SCALE] = {"scale", 1, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0), .shape = shape_same,
                   .grad = grad_scale, .eval = eval_scale, .cuda = "mmc_mul($0, $scale)",
                   .doc = "x * constant (a Python scalar: keeps x's dtype)"},
+    [OP_SCALE_ROWS] = {"scale_rows", 2, OK_ELEMENTWISE, PC_NONE, .float_in = B(0) | B(1), .row_in = B(1),
+                       .shape = shape_scale_rows, .eval = eval_mul, .cuda = "mmc_mul($0, $1)",
+                       .doc = "x * r, one r per row of x (rms_normalize's output remade from its row factors)"},
     [OP_SILU] = {"silu", 1, OK_ELEMENTWISE, PC_FOLLOW, .float_in = B(0), .shape = shape_same,
                  .grad = grad_silu, .eval = eval_silu, .cuda = "mmc_silu($0)", .doc = "x * sigmoid(x)"},
     [OP_SILU_BACKWARD] = {"silu_backward", 2, OK_ELEMENTWISE, PC_NONE, .float_in = B(0) | B(1),
@@ -137,8 +150,9 @@ const OpInfo op_info[OP_COUNT] = {
                                .shape = shape_embedding_backward,
                                .doc = "dW[v] = sum of dy rows whose id is v (in: dy, ids, sorted rows, starts)"},
     [OP_RMS_NORMALIZE] = {"rms_normalize", 1, OK_ANCHOR, PC_FP32, .prologue = B(0), .epilogue = 1,
-                          .float_in = B(0), .shape = shape_same, .grad = grad_rms_normalize,
-                          .doc = "x * rsqrt(mean(x^2, -1) + eps)"},
+                          .n_parts = 1, .float_in = B(0), .shape = shape_same, .grad = grad_rms_normalize,
+                          .part = part_rms_normalize,
+                          .doc = "x * rsqrt(mean(x^2, -1) + eps) (part: the row factors rsqrt(...))"},
     [OP_RMS_NORMALIZE_BACKWARD] = {"rms_normalize_backward", 2, OK_ANCHOR, PC_NONE, .prologue = B(0) | B(1),
                                    .epilogue = 1, .row_sums = 1, .float_in = B(0) | B(1),
                                    .shape = shape_rms_normalize_backward, .doc = "d rms_normalize"},

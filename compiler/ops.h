@@ -19,6 +19,7 @@
     X(ADD_,                  "add_")                    \
     X(MUL,                   "mul")                     \
     X(SCALE,                 "scale")                   \
+    X(SCALE_ROWS,            "scale_rows")              \
     X(SILU,                  "silu")                    \
     X(SILU_BACKWARD,         "silu_backward")           \
     X(EXPAND,                "expand")                  \
@@ -86,6 +87,8 @@ typedef struct OpInfo {
     int side_stream;    /* anchors that need only the step's inputs and one block: they run on
                            a second stream from the start of the phase, beside the others */
     unsigned float_in;  /* bit i set = input i is a floating-point tensor that rules may cast */
+    unsigned row_in;    /* elementwise: bit i set = input i holds one value per row of the
+                           result (the result's shape without its last dim) */
     ShapeRule shape;
     DTypeRule dtype;    /* NULL: dtype = compute */
     GradRule grad;      /* NULL: not differentiable */

@@ -130,6 +130,17 @@ static int fits_producer(Fuse *f, Node *e, int h, Node *via) {
     return after_anchor(f, via, w->anchor, h);
 }
 
+/* After e joined an elementwise chain, the chains of its other inputs over the same space
+ * join too (a recomputed value beside the gradient sum it multiplies). */
+static void join_other_producers(Fuse *f, Node *e) {
+    for (int k = 0; k < e->n_in; k++) {
+        int self = gof(f, e), h = gof(f, e->in[k]);
+        if (h < 0 || h == self || f->wg[self].kind != GK_ELEMENTWISE || f->wg[h].kind != GK_ELEMENTWISE) continue;
+        if (shape_eq(&f->wg[h].shape, &f->wg[self].shape) && f->wg[h].backward == f->wg[self].backward && can_merge(f, h, self))
+            merge(f, h, self);
+    }
+}
+
 static void fuse_elementwise(Fuse *f, Node *e) {
     int self = f->of[e->id];
     for (int k = 0; k < e->n_in; k++) {
@@ -137,6 +148,7 @@ static void fuse_elementwise(Fuse *f, Node *e) {
         if (h < 0 || h == self || f->wg[h].kind == GK_CAST_PARAMS) continue;
         if (fits_producer(f, e, h, e->in[k]) && can_merge(f, self, h)) {
             merge(f, self, h);
+            join_other_producers(f, e);
             return;
         }
     }

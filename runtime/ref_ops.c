@@ -12,12 +12,12 @@ double ref_inner_round(const RefOpCtx *c, DType t, double v) { return dtype_roun
 static int64_t last_dim(const Shape *s) { return s->rank ? s->dim[s->rank - 1] : 1; }
 
 static void elementwise(const Node *n, double **in, double *out) {
-    int64_t N = shape_numel(&n->shape);
+    int64_t N = shape_numel(&n->shape), D = last_dim(&n->shape);
     int64_t sz[IR_MAX_INPUTS];
     for (int k = 0; k < n->n_in; k++) sz[k] = shape_numel(&n->in[k]->shape);
     double x[IR_MAX_INPUTS];
     for (int64_t i = 0; i < N; i++) {
-        for (int k = 0; k < n->n_in; k++) x[k] = in[k][i % sz[k]];
+        for (int k = 0; k < n->n_in; k++) x[k] = (op_info[n->op].row_in >> k & 1) ? in[k][i / D] : in[k][i % sz[k]];
         out[i] = op_info[n->op].eval(x, n);
     }
 }
@@ -52,13 +52,16 @@ static void gemm(const Node *n, double **in, double *out) {
     }
 }
 
-static void rms_normalize(const Node *n, double **in, double *out) {
+/* The row factor is rounded to the op's dtype before the product, as torch's rsqrt result is
+ * a tensor of it; the factors are the part (for scale_rows in the backward pass). */
+static void rms_normalize(const Node *n, double **in, double *out, double **parts) {
     int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
     for (int64_t r = 0; r < rows; r++) {
         const double *x = in[0] + r * D;
         double ss = 0;
         for (int64_t j = 0; j < D; j++) ss += x[j] * x[j];
-        double rs = 1.0 / sqrt(ss / (double)D + n->a.eps);
+        double rs = dtype_round(n->compute, 1.0 / sqrt(ss / (double)D + n->a.eps));
+        if (parts[0]) parts[0][r] = rs;
         for (int64_t j = 0; j < D; j++) out[r * D + j] = x[j] * rs;
     }
 }
@@ -288,7 +291,7 @@ void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, dou
     case OP_EMBEDDING: embedding(n, in, out); break;
     case OP_EMBEDDING_SORT: embedding_sort(n, in, out, parts); break;
     case OP_EMBEDDING_BACKWARD: embedding_backward(n, in, out); break;
-    case OP_RMS_NORMALIZE: rms_normalize(n, in, out); break;
+    case OP_RMS_NORMALIZE: rms_normalize(n, in, out, parts); break;
     case OP_RMS_NORMALIZE_BACKWARD: rms_normalize_backward(n, in, out); break;
     case OP_ROPE:
     case OP_ROPE_BACKWARD: rope(c, n, in, out); break;

@@ -16,9 +16,9 @@
 __device__ __align__(32) {{R}} {{NAME}}_partial[{{GRID}} * {{D}}];
 __device__ __align__(32) {{R}} {{NAME}}_partial2[{{GROUPS}} * {{D}}];
 __device__ unsigned int {{NAME}}_done[{{GROUPS}} + 1]; // by group, then the groups
-// The sum of rows [r0, r1) of `table`, in order, for run u (columns u {{W}} ...): the rows go
-// to {{SUM_LANES}} lanes of threads in turn and the lanes meet in `part` in order; the
-// thread of lane 0 gets the sum. Every thread of the block calls it.
+// The sum of rows [r0, r1) of `table`, in order, over the thread's run u of {{W}} columns: the
+// rows go to {{SUM_LANES}} lanes of threads in turn and the lanes meet in `part` in order;
+// the thread of lane 0 gets the sum. Every thread of the block calls it.
 __device__ __forceinline__ void {{NAME}}_sum_rows(const {{R}} *table, int r0, int r1, int u, int lane, bool mine,
                                                   {{R}} (&acc)[{{W}}], {{R}} *part) {
 #pragma unroll
@@ -110,6 +110,7 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
         const {{R}} cf = s[1] * ({{R}})(1.0 / {{D}}) * r * r * r;
 #else
         const {{R}} r = mmc_rsqrt(mmc_add(mmc_mul(s[0], ({{R}})(1.0 / {{D}})), ({{R}}){{EPS}}));
+        {{STORE_FACTOR}} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
         for (int c = 0; c < {{CH}}; c++) {
