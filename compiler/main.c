@@ -11,9 +11,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    {"compile", cmd_compile, "compile GRAPH.lua [-o DIR] [--policy NAME|FILE] [-D key=value]... [--dump PASS] [--no-fusion] [--no-remat] [--reference-kernels[=KINDS]] [--quiet]"},
+    {"compile", cmd_compile, "compile GRAPH.lua [-o DIR] [--policy NAME|FILE] [-D key=value]... [--dump PASS] [--no-fusion] [--no-remat] [--remat-gemm-inputs] [--reference-kernels[=KINDS]] [--quiet]"},
     {"check-kernels", cmd_check_kernels, "check-kernels DIR [--arch sm_90]...   compile DIR/kernels.cu with NVRTC"},
-    {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR] [--resume DIR] ..."},
+    {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR [--force]] [--resume DIR] ..."},
     {"tokens", cmd_tokens, "tokens FILE          describe a token file (header, counts)"},
     {"init", cmd_init, "init PLAN_DIR -o RUN_DIR [--seed N]   a run folder with initial weights"},
     {"export", cmd_export, "export RUN_DIR [--dtype f16] -o OUT.safetensors   weights in another dtype"},
@@ -28,14 +28,45 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  mmc %s\n", commands[i].usage);
 }
 
+/* edit distance of two short words (for "did you mean") */
+static int distance(const char *a, const char *b) {
+    int n = (int)strlen(b), row[64];
+    if (n > 62) return 99;
+    for (int j = 0; j <= n; j++) row[j] = j;
+    for (int i = 1; a[i - 1]; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= n; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[n];
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "mmc: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    size_t n = sizeof commands / sizeof commands[0], near = n;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(argv[1], commands[i].name)) continue;
+        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: mmc %s\n(the README's section on it has every option)\n", commands[i].usage);
+            return 0;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (distance(argv[1], commands[i].name) <= 2 && (near == n || distance(argv[1], commands[i].name) < distance(argv[1], commands[near].name)))
+            near = i;
+    if (near < n) fprintf(stderr, "mmc: unknown command '%s'; did you mean '%s'?\n", argv[1], commands[near].name);
+    else {
+        fprintf(stderr, "mmc: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+    }
     return 2;
 }

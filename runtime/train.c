@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
@@ -134,7 +135,36 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     r->t_last = now;
 }
 
+/* the file of a run that `dir` holds (a checkpoint or the metrics), or NULL */
+static const char *run_file_in(const char *dir) {
+    static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", NULL};
+    for (int i = 0; files[i]; i++) {
+        char *p = xasprintf("%s/%s", dir, files[i]);
+        int there = access(p, F_OK) == 0;
+        free(p);
+        if (there) return files[i];
+    }
+    return NULL;
+}
+
+static int same_dir(const char *a, const char *b) {
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra), free(rb);
+    return same;
+}
+
+/* --out onto a folder that holds a run would overwrite its checkpoints and metrics: only a
+ * resume of that same run continues there, or --force replaces it */
+static void check_out(const TrainOptions *o) {
+    const char *f = o->out ? run_file_in(o->out) : NULL;
+    if (!f || o->force || (o->resume && same_dir(o->resume, o->out))) return;
+    die("train: --out %s already holds a run (%s); continue it with --resume %s, or replace it with --force", o->out, f,
+        o->out);
+}
+
 int train_run(const TrainOptions *o) {
+    check_out(o);
     Plan *pl = plan_load(o->plan_dir);
     const TrainConfig *t = &pl->g->train;
     Backend *b = NULL;

@@ -23,6 +23,7 @@ typedef struct TrainOptions {
     int64_t inject_inf;   /* >0: an inf in the gradients of this update (tests the scaler) */
     int64_t stop_after;   /* >0: stop (with a checkpoint) after this update, as if interrupted */
     int quiet;
+    int force;            /* --out may replace a run already there */
 } TrainOptions;
 
 int train_run(const TrainOptions *o);

@@ -46,7 +46,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (a[0] == '-' && strcmp(a, "--quiet") && !has) die("train: %s needs a value", a);
+        if (a[0] == '-' && strcmp(a, "--quiet") && strcmp(a, "--force") && !has) die("train: %s needs a value", a);
         if (!strcmp(a, "--data")) o.data = argv[++i];
         else if (!strcmp(a, "--backend")) o.backend = argv[++i];
         else if (!strcmp(a, "--out")) o.out = argv[++i];
@@ -61,6 +61,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--inject-inf")) o.inject_inf = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--stop-after")) o.stop_after = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
+        else if (!strcmp(a, "--force")) o.force = 1;
         else if (a[0] == '-') die("train: unknown option %s", a);
         else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);

@@ -2,8 +2,9 @@
 # Training on the CPU with the ref backend: the tiny graph learns real text (the GPL and
 # Apache licence texts Debian ships, as byte tokens): over 200 updates the mean loss of the
 # last 20 falls at least 1.0 nat below the first 20 (it starts near ln 320 = 5.77; bytes of
-# English text are far from uniform). Token files with a bad id or rows of the wrong length
-# are refused before training, naming the byte offset or the lengths.
+# English text are far from uniform). A second run onto the same --out is refused unless
+# --force. Token files with a bad id or rows of the wrong length are refused before
+# training, naming the byte offset or the lengths.
 set -u
 cd "$(dirname "$0")/.."
 fail=0
@@ -28,6 +29,17 @@ assert rows[0]["lr"] > rows[-1]["lr"]  # the cosine schedule decays
 PY
 grep -q "^Epoch\[1/1\](200/200) loss [0-9.]* lr [0-9.]* | .* tok/s .* ms/step | scale 65536 grad_norm [0-9.]* skipped 0" "$tmp/log" \
   || { echo "log line not in the expected shape"; fail=1; }
+# --out onto the finished run is refused and leaves it as it was; --force replaces it
+sum_before=$(cat "$tmp/run"/* | sha256sum)
+if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 2 --out "$tmp/run" 2>"$tmp/err"; then
+  echo "--out onto a run accepted"; fail=1
+fi
+grep -q -- "--out $tmp/run already holds a run (model.safetensors); continue it with --resume $tmp/run, or replace it with --force" "$tmp/err" \
+  || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+[ "$(cat "$tmp/run"/* | sha256sum)" = "$sum_before" ] || { echo "the refused run changed its folder"; fail=1; }
+./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 2 --quiet --out "$tmp/run" --force \
+  || { echo "--force refused"; fail=1; }
+[ "$(wc -l <"$tmp/run/metrics.jsonl")" -eq 2 ] || { echo "--force did not replace the run"; fail=1; }
 # a token id beyond the model's vocabulary is refused with its byte offset
 python3 - "$tmp/bad.bin" <<'PY'
 import struct, sys
@@ -41,6 +53,10 @@ grep -q "bad.bin: byte 138: token id 400 is >= the model's vocab size 320" "$tmp
 python3 tests/make_byte_tokens.py $texts "$tmp/rows.bin" --row-length 65
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/rows.bin" --steps 1 2>"$tmp/err"; then echo "wrong rows accepted"; fail=1; fi
 grep -q "rows of 65 tokens (seq 64) but the plan was compiled for seq 32" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+# every command prints its usage with --help; a misspelt command gets the near one
+./mmc train --help | grep -q "^usage: mmc train PLAN_DIR --data FILE" || { echo "train --help: no usage"; fail=1; }
+if ./mmc trian 2>"$tmp/err"; then echo "a misspelt command ran"; fail=1; fi
+grep -q "unknown command 'trian'; did you mean 'train'?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend
 if ./mmc train "$tmp/tiny" --backend cuda --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then :; else
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--backend ref" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
