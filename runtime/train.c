@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,20 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     r->t_last = now;
 }
 
+/* SIGINT or SIGTERM during training: the update in flight finishes, a checkpoint is written
+ * (with --out) and the run exits with 128 + the signal; a second one stops at once. */
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
+static void catch_signals(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = (int)SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* the file of a run that `dir` holds (a checkpoint or the metrics), or NULL */
 static const char *run_file_in(const char *dir) {
     static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", NULL};
@@ -236,6 +251,8 @@ int train_run(const TrainOptions *o) {
     *inf = INFINITY;
     const Node *loss_node = pl->g->loss;
     int64_t u = start, reported = start;
+    interrupted = 0;
+    catch_signals();
     for (; u < steps; u++) {
         Slot *sl = &slot[u % SLOTS];
         if (sl->ticket >= 0) b->wait(b, sl->ticket); /* its previous update was reported already */
@@ -251,7 +268,7 @@ int train_run(const TrainOptions *o) {
         b->read_async(b, BUF_STATE, 0, sl->state, sizeof(MmcStepState));
         sl->ticket = b->fence(b);
         epoch_of[u % SLOTS] = (data->position - 1) / data->rows + 1; /* of the update's last row */
-        int stop = u + 1 == o->stop_after;
+        int stop = u + 1 == o->stop_after || interrupted;
         if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
             pos.rows = data->position; /* the reads of a checkpoint wait for this update */
             checkpoint_save(b, out, &pos);
@@ -275,5 +292,13 @@ int train_run(const TrainOptions *o) {
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+    if (interrupted && u < steps) {
+        if (out) fprintf(stderr, "train: interrupted after update %lld of %lld; checkpoint in %s (continue with --resume %s)\n",
+                         (long long)u, (long long)steps, out, out);
+        else fprintf(stderr, "train: interrupted after update %lld of %lld (no --out: nothing saved)\n", (long long)u,
+                     (long long)steps);
+        return 128 + interrupted;
+    }
     return 0;
 }

@@ -2,7 +2,8 @@
 # A run stopped and resumed continues bit for bit: the tiny graph trained 16 updates
 # (2 micro-batches each, shuffled rows) in one go, and the same run stopped after update 7
 # and resumed with --resume, give identical per-update losses, learning rates, scales and
-# gradient norms, and identical checkpoint files. Usage: test_resume.sh [ref|cuda].
+# gradient norms, and identical checkpoint files; so does a run stopped by SIGINT (Ctrl-C).
+# Usage: test_resume.sh [ref|cuda].
 set -u
 cd "$(dirname "$0")/.."
 backend=${1:-ref}
@@ -29,4 +30,19 @@ PY
 for f in model.safetensors resume.safetensors; do
   cmp -s "$tmp/whole/$f" "$tmp/parts/$f" || { echo "$f differs between the whole and the resumed run"; fail=1; }
 done
+# Ctrl-C: the update in flight finishes, a checkpoint is written, the exit status is 130;
+# resumed, the run ends as the one that was never stopped
+./mmc train "$tmp/plan" $args --out "$tmp/int" & pid=$!
+for _ in $(seq 600); do [ "$(cat "$tmp/int/metrics.jsonl" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.05; done
+kill -INT $pid; wait $pid; rc=$?
+n=$(wc -l <"$tmp/int/metrics.jsonl")
+if [ $rc -eq 130 ] && [ "$n" -lt 16 ]; then
+  ./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/text.bin" --resume "$tmp/int" --quiet || fail=1
+  cmp -s <(cut -d, -f1-8 "$tmp/whole/metrics.jsonl") <(cut -d, -f1-8 "$tmp/int/metrics.jsonl") \
+    || { echo "interrupted after $n updates and resumed: the metrics differ from the whole run's"; fail=1; }
+  cmp -s "$tmp/whole/model.safetensors" "$tmp/int/model.safetensors" || { echo "interrupted run: weights differ"; fail=1; }
+  echo "interrupted after update $n (exit 130) and resumed: identical metrics and weights"
+else
+  echo "SIGINT: exit status $rc after $n updates (want 130, fewer than 16)"; fail=1
+fi
 exit $fail
