@@ -13,5 +13,6 @@ int cmd_bench(int argc, char **argv);         /* runtime/bench.c */
 int cmd_init(int argc, char **argv);          /* runtime/train_cli.c */
 int cmd_tokenizer(int argc, char **argv);     /* tokenizer/tokenizer_cli.c */
 int cmd_data(int argc, char **argv);          /* tokenizer/data_cli.c */
+int cmd_plot(int argc, char **argv);          /* runtime/plot_cli.c */
 
 #endif

@@ -29,6 +29,13 @@ assert rows[0]["lr"] > rows[-1]["lr"]  # the cosine schedule decays
 PY
 grep -q "^Epoch\[1/1\](200/200) loss [0-9.]* lr [0-9.]* | .* tok/s .* ms/step | scale 65536 grad_norm [0-9.]* skipped 0" "$tmp/log" \
   || { echo "log line not in the expected shape"; fail=1; }
+# mmc plot draws the run's curves into a PNG; a folder without metrics is refused
+./mmc plot "$tmp/run" -o "$tmp/curves.png" >/dev/null || { echo "plot failed"; fail=1; }
+[ "$(head -c 8 "$tmp/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c <"$tmp/curves.png")" -gt 20000 ] \
+  || { echo "plot: not a PNG of curves"; fail=1; }
+if TMPDIR="$tmp" ./mmc plot "$tmp" -o "$tmp/x.png" 2>"$tmp/err"; then echo "plot of a folder without metrics accepted"; fail=1; fi
+grep -q "metrics.jsonl: No such file" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+[ ! -e "$tmp/x.png" ] && ! ls "$tmp"/mmc-plot-* >/dev/null 2>&1 || { echo "plot left files behind"; fail=1; }
 # --out onto the finished run is refused and leaves it as it was; --force replaces it
 sum_before=$(cat "$tmp/run"/* | sha256sum)
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 2 --out "$tmp/run" 2>"$tmp/err"; then
