@@ -206,9 +206,19 @@ int train_run(const TrainOptions *o) {
         b->read(b, BUF_STATE, 0, &st, sizeof st);
         start = st.update;
         int64_t planned = (int64_t)(st.total_micro / t->accumulation + 0.5);
-        if (o->steps > 0 && o->steps != planned)
-            die("train: %s was a run of %lld updates; its schedule needs --steps %lld (or no --steps)", o->resume,
-                (long long)planned, (long long)planned);
+        if (o->steps > 0 && o->steps != planned) {
+            /* a new length for the run: the schedule is the one of a run planned for that many
+             * updates from the start, so the learning rate goes on from where that one is now */
+            if (o->steps < start)
+                die("train: %s has done %lld updates already; --steps %lld would end it before that", o->resume,
+                    (long long)start, (long long)o->steps);
+            st.total_micro = (double)o->steps * t->accumulation;
+            b->write(b, BUF_STATE, 0, &st, sizeof st);
+            if (!o->quiet)
+                printf("%s: %lld updates instead of %lld; the schedule is now that of a %lld-update run\n", o->resume,
+                       (long long)o->steps, (long long)planned, (long long)o->steps);
+            planned = o->steps;
+        }
         steps = planned;
         data->shuffle = pos.shuffle;
         data->position = pos.rows;

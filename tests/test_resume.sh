@@ -3,7 +3,8 @@
 # (2 micro-batches each, shuffled rows) in one go, and the same run stopped after update 7
 # and resumed with --resume, give identical per-update losses, learning rates, scales and
 # gradient norms, and identical checkpoint files; so does a run stopped by SIGINT (Ctrl-C).
-# Usage: test_resume.sh [ref|cuda].
+# A finished run extended with --steps keeps its updates and goes on with the schedule of the
+# longer run. Usage: test_resume.sh [ref|cuda].
 set -u
 cd "$(dirname "$0")/.."
 backend=${1:-ref}
@@ -45,4 +46,18 @@ if [ $rc -eq 130 ] && [ "$n" -lt 16 ]; then
 else
   echo "SIGINT: exit status $rc after $n updates (want 130, fewer than 16)"; fail=1
 fi
+# a finished run extended with --steps: its first updates stay, and the new ones follow the
+# schedule of a run planned that long from the start
+./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/text.bin" --resume "$tmp/whole" --steps 20 --quiet || fail=1
+args20=${args/--steps 16/--steps 20}
+./mmc train "$tmp/plan" $args20 --out "$tmp/long" || fail=1
+python3 - "$tmp/whole/metrics.jsonl" "$tmp/parts/metrics.jsonl" "$tmp/long/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+ext, first, fresh = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert len(ext) == 20 and len(fresh) == 20, (len(ext), len(fresh))
+keys = ("update", "loss", "lr", "scale", "grad_norm")
+assert [{k: r[k] for k in keys} for r in ext[:16]] == [{k: r[k] for k in keys} for r in first], "the first 16 updates changed"
+assert [r["lr"] for r in ext[16:]] == [r["lr"] for r in fresh[16:]], ([r["lr"] for r in ext[16:]], [r["lr"] for r in fresh[16:]])
+print("extended from 16 to 20 updates: the first 16 kept, the lr of updates 17-20 that of a 20-update run")
+PY
 exit $fail
