@@ -103,6 +103,7 @@ void checkpoint_save(Backend *b, const char *dir, const RunPosition *pos) {
     st_add_meta(w, "data_rows_consumed", buf[0]);
     st_add_meta(w, "seed", buf[1]);
     st_add_meta(w, "shuffle", buf[2]);
+    if (pos->data_sha256[0]) st_add_meta(w, "data_sha256", pos->data_sha256), st_add_meta(w, "data_file", pos->data_file);
     st_add_meta(w, "mmc_plan_hash", pl->g->hash);
     path = path_join(dir, "resume.safetensors");
     st_write(w, path);
@@ -172,6 +173,8 @@ RunPosition checkpoint_resume(Backend *b, const char *dir) {
     if ((v = st_meta(r, "data_rows_consumed"))) pos.rows = strtoll(v, NULL, 10);
     if ((v = st_meta(r, "seed"))) pos.seed = strtoull(v, NULL, 10);
     if ((v = st_meta(r, "shuffle"))) pos.shuffle = strtoull(v, NULL, 10);
+    if ((v = st_meta(r, "data_sha256"))) snprintf(pos.data_sha256, sizeof pos.data_sha256, "%s", v);
+    if ((v = st_meta(r, "data_file"))) snprintf(pos.data_file, sizeof pos.data_file, "%s", v);
     st_close(r);
     free(mpath), free(rpath);
     return pos;

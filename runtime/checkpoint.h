@@ -16,6 +16,8 @@ typedef struct RunPosition {
     int64_t rows;      /* data rows consumed */
     uint64_t seed;     /* initial weights */
     uint64_t shuffle;  /* 0: file order */
+    char data_sha256[65]; /* the token file trained on ("" if not recorded) */
+    char data_file[256];  /* its name, for messages */
 } RunPosition;
 
 void checkpoint_save(Backend *b, const char *dir, const RunPosition *pos);

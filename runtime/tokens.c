@@ -143,3 +143,10 @@ int cmd_tokens(int argc, char **argv) {
     tokens_close(f);
     return 0;
 }
+
+void tokens_sha256(const TokenFile *f, char out[65]) {
+    Sha256 h;
+    sha256_init(&h);
+    sha256_update(&h, f->map, f->map_bytes);
+    sha256_hex(&h, out);
+}

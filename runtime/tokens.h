@@ -32,6 +32,8 @@ typedef struct TokenFile {
  * (0: no model limit), or if the header is malformed. */
 TokenFile *tokens_open(const char *path, uint32_t model_vocab);
 void tokens_close(TokenFile *f);
+/* SHA-256 of the whole file, header included (what a run records of its data) */
+void tokens_sha256(const TokenFile *f, char out[65]);
 
 typedef struct TokenWriter TokenWriter;
 TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id);

@@ -150,6 +150,23 @@ static void catch_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* what --shuffle a run used, in the words of the command line */
+static char *shuffle_words(uint64_t shuffle) {
+    return shuffle ? xasprintf("--shuffle %llu", (unsigned long long)(shuffle - 1)) : xstrdup("the file's order (no --shuffle)");
+}
+
+/* A run goes on with the data it started on, in the same order: the token file's hash and
+ * the shuffle seed are in its resume file. */
+static void check_resume_data(const TrainOptions *o, const RunPosition *pos, const char *sha) {
+    if (pos->data_sha256[0] && strcmp(pos->data_sha256, sha))
+        die("train: %s is not the data %s was trained on (%s, sha256 %.12s...; this file %.12s...): resume with that "
+            "token file",
+            o->data, o->resume, pos->data_file, pos->data_sha256, sha);
+    if (o->shuffle && o->shuffle != pos->shuffle)
+        die("train: %s, but %s was trained with %s: leave --shuffle out to keep the run's order", shuffle_words(o->shuffle),
+            o->resume, shuffle_words(pos->shuffle));
+}
+
 /* the file of a run that `dir` holds (a checkpoint or the metrics), or NULL */
 static const char *run_file_in(const char *dir) {
     static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", NULL};
@@ -198,11 +215,14 @@ int train_run(const TrainOptions *o) {
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
     init_consts(b);
-    RunPosition pos = {0, o->seed, o->shuffle};
+    RunPosition pos = {0, o->seed, o->shuffle, "", ""};
+    char sha[65] = "";
+    if (o->out || o->resume) tokens_sha256(data->file, sha);
     MmcStepState st;
     int64_t start = 0;
     if (o->resume) {
         pos = checkpoint_resume(b, o->resume);
+        check_resume_data(o, &pos, sha);
         b->read(b, BUF_STATE, 0, &st, sizeof st);
         start = st.update;
         int64_t planned = (int64_t)(st.total_micro / t->accumulation + 0.5);
@@ -228,6 +248,11 @@ int train_run(const TrainOptions *o) {
         if (o->init) checkpoint_load_weights(b, o->init);
         st = init_state(pl, steps);
         b->write(b, BUF_STATE, 0, &st, sizeof st);
+    }
+    if (!pos.data_sha256[0] && sha[0]) { /* a new run, or one from before runs recorded their data */
+        const char *slash = strrchr(o->data, '/');
+        snprintf(pos.data_sha256, sizeof pos.data_sha256, "%s", sha);
+        snprintf(pos.data_file, sizeof pos.data_file, "%s", slash ? slash + 1 : o->data);
     }
     const char *out = o->out ? o->out : o->resume;
     Report r = {0};

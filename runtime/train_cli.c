@@ -33,7 +33,7 @@ int cmd_init(int argc, char **argv) {
     init_params(b, seed);
     MmcStepState st = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &st, sizeof st);
-    RunPosition pos = {0, seed, 0};
+    RunPosition pos = {0, seed, 0, "", ""};
     checkpoint_save(b, out, &pos);
     b->destroy(b);
     return 0;

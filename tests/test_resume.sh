@@ -4,7 +4,8 @@
 # and resumed with --resume, give identical per-update losses, learning rates, scales and
 # gradient norms, and identical checkpoint files; so does a run stopped by SIGINT (Ctrl-C).
 # A finished run extended with --steps keeps its updates and goes on with the schedule of the
-# longer run. Usage: test_resume.sh [ref|cuda].
+# longer run. A resume on another token file or with another --shuffle is refused.
+# Usage: test_resume.sh [ref|cuda].
 set -u
 cd "$(dirname "$0")/.."
 backend=${1:-ref}
@@ -60,4 +61,15 @@ assert [{k: r[k] for k in keys} for r in ext[:16]] == [{k: r[k] for k in keys} f
 assert [r["lr"] for r in ext[16:]] == [r["lr"] for r in fresh[16:]], ([r["lr"] for r in ext[16:]], [r["lr"] for r in fresh[16:]])
 print("extended from 16 to 20 updates: the first 16 kept, the lr of updates 17-20 that of a 20-update run")
 PY
+# --resume with another token file, or another --shuffle, is refused and says what differs
+python3 tests/make_byte_tokens.py README.md "$tmp/other.bin"
+if ./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/other.bin" --resume "$tmp/whole" --steps 21 --quiet 2>"$tmp/err"; then
+  echo "resume on other data accepted"; fail=1
+fi
+grep -q "other.bin is not the data $tmp/whole was trained on (text.bin, sha256 " "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+if ./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/text.bin" --resume "$tmp/whole" --steps 21 --shuffle 3 --quiet 2>"$tmp/err"; then
+  echo "resume with another --shuffle accepted"; fail=1
+fi
+grep -q -- "--shuffle 3, but $tmp/whole was trained with --shuffle 9" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+[ "$(wc -l <"$tmp/whole/metrics.jsonl")" -eq 20 ] || { echo "a refused resume changed the run"; fail=1; }
 exit $fail
