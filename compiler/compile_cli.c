@@ -42,6 +42,13 @@ int cmd_compile(int argc, char **argv) {
         else die("compile: one graph file at a time (got %s and %s)", opt.graph_path, a);
     }
     if (!opt.graph_path) die("compile: which graph file? usage: mmc compile GRAPH.lua [-o DIR]");
+    /* generated/ holds the plans of the graphs as committed; a plan made with other settings
+     * goes to a folder of its own */
+    const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"
+                          : copt.no_remat ? "--no-remat" : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
+                          : copt.reference_kernels ? "--reference-kernels" : NULL;
+    if (changes && !out && !dump)
+        die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);
     copt.front = opt;
     copt.dump_after = dump;
     CompileResult r = compile_graph(&copt);

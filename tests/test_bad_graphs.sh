@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bad graph files (tests/bad_graphs/*.lua) give one message on stderr naming the Lua
 # file:line and, for shape errors, the shapes involved; mmc exits non-zero and writes
-# nothing. Each file lists what its message must contain in "-- expect:" lines.
+# nothing. Each file lists what its message must contain in "-- expect:" lines. Settings that
+# change the plan (-D, --policy, ...) need -o, so the committed generated/ stays as it is.
 set -u
 cd "$(dirname "$0")/.."
 fail=0
@@ -27,4 +28,11 @@ printf -- '-- expect: -D heds: graphs/tiny.lua has no config key '"'"'heds'"'"'\
 check "unknown -D key" "$tmp/define.spec" ./mmc compile graphs/tiny.lua -D heds=3 -o "$tmp/out"
 printf -- '-- expect: --dump fuzion: no such pass\n' >"$tmp/dump.spec"
 check "unknown pass" "$tmp/dump.spec" ./mmc compile graphs/tiny.lua --dump fuzion
+# other settings without -o would overwrite the committed plan in generated/: refused
+sum=$(cat generated/*/plan generated/*/kernels.cu | sha256sum)
+printf -- '-- expect: compile: -D makes another plan than the committed one in generated/: give it a folder with -o DIR\n' >"$tmp/gen.spec"
+check "-D without -o" "$tmp/gen.spec" ./mmc compile graphs/minimind.lua -D batch=2
+printf -- '-- expect: compile: --policy makes another plan\n' >"$tmp/gen.spec"
+check "--policy without -o" "$tmp/gen.spec" ./mmc compile graphs/minimind.lua --policy fp32
+[ "$(cat generated/*/plan generated/*/kernels.cu | sha256sum)" = "$sum" ] || { echo "generated/ changed"; fail=1; }
 exit $fail
