@@ -100,6 +100,15 @@ void pass_precision(Graph *g) {
     Node **old = g->nodes;
     g->nodes = NULL;
     g->n_nodes = g->cap_nodes = 0;
+    /* a rule on names that matches no node is a misspelt name more likely than a choice */
+    for (int r = 0; r < g->policy.n_rules; r++) {
+        const Rule *rule = &g->policy.rules[r];
+        int hit = 0;
+        for (int i = 0; i < n_old && rule->name && !hit; i++) hit = rule_matches(rule, old[i]);
+        if (rule->name && !hit)
+            die("%s: rule name = \"%s\" matches no node of graph '%s' (mmc compile %s --dump frontend lists the names)",
+                rule->where ? rule->where : g->policy.source, rule->name, g->name, g->source);
+    }
     for (int i = 0; i < n_old; i++) {
         assign(&c, old[i]);
         vec_push(g->nodes, g->n_nodes, g->cap_nodes, old[i]);
