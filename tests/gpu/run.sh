@@ -11,6 +11,10 @@
 # On the GPU machine run it as `bash tests/gpu/run.sh` with ./mmc and build/gpu built here.
 set -u
 cd "$(dirname "$0")/../.."
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "test-gpu: no GPU on this machine (nvidia-smi lists none); run it where there is one"
+  exit 1
+fi
 fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 build/gpu/test_gpu_kernels || fail=1
