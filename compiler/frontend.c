@@ -32,15 +32,24 @@ static Front *front_of(lua_State *L) {
     return f;
 }
 
-/* "graphs/minimind.lua:42" for the Lua line that called the DSL function. */
+/* The Lua line that called the DSL function: "graphs/minimind.lua:42" from a file's own code,
+ * and from inside a helper function the line of the file that called the helper, with the
+ * helper and the line in it: "graphs/minimind.lua:44 (in proj, :29)" (the file is named
+ * there too when the helper lives in another one). */
 static char *where_of(lua_State *L) {
-    luaL_where(L, 1);
-    const char *w = lua_tostring(L, -1);
-    size_t n = strlen(w);
-    while (n > 0 && (w[n - 1] == ' ' || w[n - 1] == ':')) n--;
-    char *s = xstrndup(w, n);
-    lua_pop(L, 1);
-    return s;
+    lua_Debug at, up;
+    if (!lua_getstack(L, 1, &at) || !lua_getinfo(L, "Sln", &at) || at.currentline < 0) return xstrdup("?");
+    if (!strcmp(at.what, "main")) return xasprintf("%s:%d", at.short_src, at.currentline);
+    for (int level = 2; lua_getstack(L, level, &up); level++) {
+        if (!lua_getinfo(L, "Sl", &up) || strcmp(up.what, "main") || up.currentline < 0) continue;
+        char *fn = at.name ? xstrdup(at.name) : xasprintf("the function of line %d", at.linedefined);
+        char *s = strcmp(at.short_src, up.short_src)
+                      ? xasprintf("%s:%d (in %s, %s:%d)", up.short_src, up.currentline, fn, at.short_src, at.currentline)
+                      : xasprintf("%s:%d (in %s, :%d)", up.short_src, up.currentline, fn, at.currentline);
+        free(fn);
+        return s;
+    }
+    return xasprintf("%s:%d", at.short_src, at.currentline);
 }
 
 /* ---- nodes as Lua values */
@@ -65,15 +74,13 @@ static int node_tostring(lua_State *L) {
     return 1;
 }
 
-/* Finishes a node made by a DSL call: runs the shape rule and reports its error here. */
+/* Finishes a node made by a DSL call: runs the shape rule and reports its error at the node's
+ * place (the helper's caller too, see where_of). */
 static Node *finish(lua_State *L, Node *n) {
     char *err = ir_infer_shape(n);
     if (err) {
-        lua_pushstring(L, err);
+        lua_pushfstring(L, "%s: %s", n->where, err);
         free(err);
-        luaL_where(L, 1);
-        lua_insert(L, -2);
-        lua_concat(L, 2);
         lua_error(L);
     }
     push_node(L, n);
