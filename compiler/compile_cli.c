@@ -37,7 +37,11 @@ int cmd_compile(int argc, char **argv) {
             if (!eq || eq == kv) die("compile: -D needs key=value, got '%s'", kv);
             Define d = {xstrndup(kv, (size_t)(eq - kv)), xstrdup(eq + 1)};
             vec_push(opt.defines, opt.n_defines, cap, d);
-        } else if (a[0] == '-') die("compile: unknown option %s", a);
+        } else if (a[0] == '-') {
+            static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
+                                                "--no-remat", "--remat-gemm-inputs", "-D", NULL};
+            die_unknown_option("compile", a, known);
+        }
         else if (!opt.graph_path) opt.graph_path = a;
         else die("compile: one graph file at a time (got %s and %s)", opt.graph_path, a);
     }

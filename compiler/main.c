@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util.h"
 
 static const struct {
     const char *name;
@@ -29,30 +30,12 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  mmc %s\n", commands[i].usage);
 }
 
-/* edit distance of two short words (for "did you mean") */
-static int distance(const char *a, const char *b) {
-    int n = (int)strlen(b), row[64];
-    if (n > 62) return 99;
-    for (int j = 0; j <= n; j++) row[j] = j;
-    for (int i = 1; a[i - 1]; i++) {
-        int diag = row[0];
-        row[0] = i;
-        for (int j = 1; j <= n; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up, row[j] = best;
-        }
-    }
-    return row[n];
-}
-
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    size_t n = sizeof commands / sizeof commands[0], near = n;
+    size_t n = sizeof commands / sizeof commands[0];
     for (size_t i = 0; i < n; i++) {
         if (strcmp(argv[1], commands[i].name)) continue;
         if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
@@ -61,10 +44,10 @@ int main(int argc, char **argv) {
         }
         return commands[i].run(argc - 1, argv + 1);
     }
-    for (size_t i = 0; i < n; i++)
-        if (distance(argv[1], commands[i].name) <= 2 && (near == n || distance(argv[1], commands[i].name) < distance(argv[1], commands[near].name)))
-            near = i;
-    if (near < n) fprintf(stderr, "mmc: unknown command '%s'; did you mean '%s'?\n", argv[1], commands[near].name);
+    const char *names[sizeof commands / sizeof commands[0] + 1] = {0};
+    for (size_t i = 0; i < n; i++) names[i] = commands[i].name;
+    const char *near = nearest_word(argv[1], names);
+    if (near) fprintf(stderr, "mmc: unknown command '%s'; did you mean '%s'?\n", argv[1], near);
     else {
         fprintf(stderr, "mmc: unknown command '%s'\n", argv[1]);
         usage(stderr);

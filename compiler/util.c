@@ -289,3 +289,37 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* edit distance of two words, for "did you mean" (longer words are never near) */
+static int edit_distance(const char *a, const char *b) {
+    int n = (int)strlen(b), row[64];
+    if (n > 62 || strlen(a) > 62) return 99;
+    for (int j = 0; j <= n; j++) row[j] = j;
+    for (int i = 1; a[i - 1]; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= n; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[n];
+}
+
+const char *nearest_word(const char *word, const char *const *choices) {
+    const char *best = NULL;
+    int best_d = 3;
+    for (int i = 0; choices[i]; i++) {
+        int d = edit_distance(word, choices[i]);
+        if (d < best_d) best_d = d, best = choices[i];
+    }
+    return best;
+}
+
+void die_unknown_option(const char *cmd, const char *opt, const char *const *known) {
+    const char *near = nearest_word(opt, known);
+    if (near) die("%s: unknown option %s; did you mean %s?", cmd, opt, near);
+    die("%s: unknown option %s (mmc %s --help lists them)", cmd, opt, cmd);
+}

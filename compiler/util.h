@@ -57,6 +57,10 @@ char *read_file(const char *path, size_t *len);
 /* Returns NULL instead of dying when the file cannot be opened. */
 char *try_read_file(const char *path, size_t *len);
 double now_seconds(void); /* a monotonic clock, for durations */
+/* the choice (a NULL-terminated list) nearest to a misspelt word, within two edits; or NULL */
+const char *nearest_word(const char *word, const char *const *choices);
+/* "CMD: unknown option OPT; did you mean X?" (X from known, when one is near), and exit */
+MMC_NORETURN void die_unknown_option(const char *cmd, const char *opt, const char *const *known);
 /* Writes to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the folder,
  * so a reader never sees a half-written file and a crash loses nothing old. */
 void write_file_atomic(const char *path, const void *data, size_t len);

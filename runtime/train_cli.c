@@ -62,8 +62,12 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--stop-after")) o.stop_after = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "--force")) o.force = 1;
-        else if (a[0] == '-') die("train: unknown option %s", a);
-        else if (!o.plan_dir) o.plan_dir = a;
+        else if (a[0] == '-') {
+            static const char *const known[] = {"--data", "--backend", "--out", "--resume", "--init", "--steps", "--batch",
+                                                "--seed", "--shuffle", "--log-interval", "--save-interval",
+                                                "--inject-inf", "--stop-after", "--quiet", "--force", NULL};
+            die_unknown_option("train", a, known);
+        } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);
     }
     if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");

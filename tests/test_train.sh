@@ -60,10 +60,12 @@ grep -q "bad.bin: byte 138: token id 400 is >= the model's vocab size 320" "$tmp
 python3 tests/make_byte_tokens.py $texts "$tmp/rows.bin" --row-length 65
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/rows.bin" --steps 1 2>"$tmp/err"; then echo "wrong rows accepted"; fail=1; fi
 grep -q "rows of 65 tokens (seq 64) but the plan was compiled for seq 32" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
-# every command prints its usage with --help; a misspelt command gets the near one
+# every command prints its usage with --help; a misspelt command or option gets the near one
 ./mmc train --help | grep -q "^usage: mmc train PLAN_DIR --data FILE" || { echo "train --help: no usage"; fail=1; }
 if ./mmc trian 2>"$tmp/err"; then echo "a misspelt command ran"; fail=1; fi
 grep -q "unknown command 'trian'; did you mean 'train'?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+if ./mmc train "$tmp/tiny" --data "$tmp/text.bin" --stpes 3 2>"$tmp/err"; then echo "a misspelt option ran"; fail=1; fi
+grep -q "train: unknown option --stpes; did you mean --steps?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend
 if ./mmc train "$tmp/tiny" --backend cuda --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then :; else
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--backend ref" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
