@@ -17,7 +17,7 @@ static const struct {
     {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR [--force]] [--resume DIR] ..."},
     {"tokens", cmd_tokens, "tokens FILE          describe a token file (header, counts)"},
     {"init", cmd_init, "init PLAN_DIR -o RUN_DIR [--seed N]   a run folder with initial weights"},
-    {"export", cmd_export, "export RUN_DIR [--dtype f16] -o OUT.safetensors   weights in another dtype"},
+    {"export", cmd_export, "export RUN_DIR [--dtype f16] -o OUT.safetensors | --format hf [--tokenizer FILE] -o DIR"},
     {"step", cmd_step, "step PLAN_DIR --data FILE --init W.safetensors [--backend ref|cuda] -o GRADS.safetensors"},
     {"bench", cmd_bench, "bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--json FILE]   the step's speed on the GPU"},
     {"tokenizer", cmd_tokenizer, "tokenizer train|encode|decode|bench ...   byte-level BPE tokenizers (tokenizer.json)"},

@@ -199,17 +199,30 @@ void checkpoint_export(const char *model_path, const char *out_path, DType dtype
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
-    DType t = DT_F16;
+    const char *in = NULL, *out = NULL, *format = "safetensors", *tokenizer = NULL;
+    DType t = DT_NONE;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc) format = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tokenizer = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             t = dtype_parse(argv[++i]);
             if (!dtype_is_float(t)) die("export: --dtype f16, bf16, f32 or f64");
-        } else if (argv[i][0] == '-') die("export: unknown option %s", argv[i]);
-        else in = argv[i];
+        } else if (argv[i][0] == '-') {
+            static const char *const known[] = {"-o", "--format", "--tokenizer", "--dtype", NULL};
+            die_unknown_option("export", argv[i], known);
+        } else in = argv[i];
     }
-    if (!in || !out) die("export: usage: mmc export RUN_DIR|MODEL.safetensors [--dtype f16] -o OUT.safetensors");
+    if (!in || !out)
+        die("export: usage: mmc export RUN_DIR|MODEL.safetensors [--dtype f16] -o OUT.safetensors, or mmc export RUN_DIR "
+            "--format hf [--tokenizer FILE] [--dtype f32] -o DIR");
+    if (!strcmp(format, "hf")) {
+        export_hf(in, out, t == DT_NONE ? DT_F32 : t, tokenizer); /* f32 by default: the weights as trained */
+        return 0;
+    }
+    if (strcmp(format, "safetensors")) die("export: --format %s: the formats are safetensors and hf", format);
+    if (tokenizer) die("export: --tokenizer goes with --format hf");
+    if (t == DT_NONE) t = DT_F16;
     char *model = strstr(in, ".safetensors") ? xstrdup(in) : path_join(in, "model.safetensors");
     checkpoint_export(model, out, t);
     free(model);

@@ -29,5 +29,8 @@ RunPosition checkpoint_resume(Backend *b, const char *dir);
 /* writes the weights of a run's model.safetensors in another dtype (f16: what MiniMind's
  * torch.save files hold) */
 void checkpoint_export(const char *model_path, const char *out_path, DType dtype);
+/* a run as a Hugging Face folder that transformers loads as LlamaForCausalLM (export_hf.c);
+ * tokenizer: a tokenizer.json path, or NULL / "default" for the built-in one */
+void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char *tokenizer);
 
 #endif

@@ -7,7 +7,8 @@
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
 #    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
-#  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh; MMC_SKIP_PYTORCH=1 skips it).
+#  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh), and the Hugging Face export
+#    in transformers (tests/gpu/test_hf_export.sh); MMC_SKIP_PYTORCH=1 skips both.
 # On the GPU machine run it as `bash tests/gpu/run.sh` with ./mmc and build/gpu built here.
 set -u
 cd "$(dirname "$0")/../.."
@@ -45,4 +46,5 @@ assert worst < 2e-2, worst
 assert [r["skipped"] for r in ref] == [r["skipped"] for r in gpu]
 PY
 [ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_pytorch.sh || fail=1
+[ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_hf_export.sh || fail=1
 exit $fail
