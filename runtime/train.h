@@ -19,7 +19,7 @@ typedef struct TrainOptions {
     uint64_t seed;        /* initial weights */
     uint64_t shuffle;     /* 0: file order */
     int log_interval;
-    int save_interval;    /* updates between checkpoints (with --out); 0: only at the end */
+    int save_interval;    /* updates between checkpoints (with --out; 1000 unless told); 0: only at the end */
     int64_t inject_inf;   /* >0: an inf in the gradients of this update (tests the scaler) */
     int64_t stop_after;   /* >0: stop (with a checkpoint) after this update, as if interrupted */
     int quiet;

@@ -43,6 +43,7 @@ int cmd_train(int argc, char **argv) {
     TrainOptions o = {0};
     o.backend = "cuda";
     o.seed = 1;
+    o.save_interval = 1000; /* a long run loses at most this many updates to a crash */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
