@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -22,33 +24,101 @@ static void elementwise(const Node *n, double **in, double *out) {
     }
 }
 
+/* ---- rows of a product on every core. Each output row is one thread's, and its sums run
+ * in the same order whatever the thread count, so results do not depend on it. MMC_THREADS
+ * sets the count (default: the cores online). */
+
+typedef struct Rows {
+    void (*fn)(const struct Rows *r, int64_t lo, int64_t hi);
+    const double *a, *b;
+    double *out;
+    int64_t M, N, K;
+    int64_t lo, hi;
+} Rows;
+
+static int ref_threads(void) {
+    static int n;
+    if (!n) {
+        const char *e = getenv("MMC_THREADS");
+        long v = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        n = v < 1 ? 1 : v > 256 ? 256 : (int)v;
+    }
+    return n;
+}
+
+static void *rows_thread(void *arg) {
+    Rows *r = arg;
+    r->fn(r, r->lo, r->hi);
+    return NULL;
+}
+
+/* runs r->fn over rows [0, rows) in contiguous slices, one a thread */
+static void parallel_rows(const Rows *r, int64_t rows) {
+    int t = ref_threads();
+    if (t > rows) t = (int)(rows > 0 ? rows : 1);
+    if (t == 1 || rows * r->N * r->K < (1 << 16)) { /* too small to be worth threads */
+        r->fn(r, 0, rows);
+        return;
+    }
+    pthread_t *th = xcalloc((size_t)t, sizeof *th);
+    Rows *part = xcalloc((size_t)t, sizeof *part);
+    for (int i = 0; i < t; i++) {
+        part[i] = *r;
+        part[i].lo = rows * i / t, part[i].hi = rows * (i + 1) / t;
+        if (pthread_create(&th[i], NULL, rows_thread, &part[i])) die("ref: cannot start a thread");
+    }
+    for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+    free(th), free(part);
+}
+
+/* y[M,N] = x[M,K] . W[N,K]^T, rows m */
+static void linear_rows(const Rows *r, int64_t lo, int64_t hi) {
+    for (int64_t m = lo; m < hi; m++)
+        for (int64_t j = 0; j < r->N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < r->K; k++) s += r->a[m * r->K + k] * r->b[j * r->K + k];
+            r->out[m * r->N + j] = s;
+        }
+}
+
+/* dx[M,K] = dy[M,N] . W[N,K], rows m; each element sums over j in order */
+static void linear_dx_rows(const Rows *r, int64_t lo, int64_t hi) {
+    for (int64_t m = lo; m < hi; m++) {
+        double *o = r->out + m * r->K;
+        for (int64_t k = 0; k < r->K; k++) o[k] = 0;
+        for (int64_t j = 0; j < r->N; j++) {
+            double d = r->a[m * r->N + j];
+            for (int64_t k = 0; k < r->K; k++) o[k] += d * r->b[j * r->K + k];
+        }
+    }
+}
+
+/* dW[N,K] = dy[M,N]^T . x[M,K], rows j of dW; each element sums over m in order */
+static void linear_dw_rows(const Rows *r, int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; j++) {
+        double *o = r->out + j * r->K;
+        for (int64_t k = 0; k < r->K; k++) o[k] = 0;
+        for (int64_t m = 0; m < r->M; m++) {
+            double d = r->a[m * r->N + j];
+            for (int64_t k = 0; k < r->K; k++) o[k] += d * r->b[m * r->K + k];
+        }
+    }
+}
+
 /* y[M,N] = x[M,K] . W[N,K]^T and the two backward products, accumulated in double */
 static void gemm(const Node *n, double **in, double *out) {
     const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape;
+    Rows r = {0};
+    r.a = in[0], r.b = in[1], r.out = out;
     if (n->op == OP_LINEAR) {
-        int64_t K = last_dim(a), M = shape_numel(a) / K, N = b->dim[0];
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0;
-                for (int64_t k = 0; k < K; k++) s += in[0][m * K + k] * in[1][j * K + k];
-                out[m * N + j] = s;
-            }
-    } else if (n->op == OP_LINEAR_DX) { /* dx[M,K] = dy[M,N] . W[N,K] */
-        int64_t N = last_dim(a), M = shape_numel(a) / N, K = b->dim[1];
-        memset(out, 0, (size_t)(M * K) * sizeof *out);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t j = 0; j < N; j++) {
-                double d = in[0][m * N + j];
-                for (int64_t k = 0; k < K; k++) out[m * K + k] += d * in[1][j * K + k];
-            }
-    } else { /* dW[N,K] = dy[M,N]^T . x[M,K] */
-        int64_t N = last_dim(a), M = shape_numel(a) / N, K = last_dim(b);
-        memset(out, 0, (size_t)(N * K) * sizeof *out);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t j = 0; j < N; j++) {
-                double d = in[0][m * N + j];
-                for (int64_t k = 0; k < K; k++) out[j * K + k] += d * in[1][m * K + k];
-            }
+        r.K = last_dim(a), r.M = shape_numel(a) / r.K, r.N = b->dim[0], r.fn = linear_rows;
+        parallel_rows(&r, r.M);
+    } else if (n->op == OP_LINEAR_DX) {
+        r.N = last_dim(a), r.M = shape_numel(a) / r.N, r.K = b->dim[1], r.fn = linear_dx_rows;
+        parallel_rows(&r, r.M);
+    } else {
+        r.N = last_dim(a), r.M = shape_numel(a) / r.N, r.K = last_dim(b), r.fn = linear_dw_rows;
+        parallel_rows(&r, r.N);
     }
 }
 

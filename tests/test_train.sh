@@ -2,7 +2,8 @@
 # Training on the CPU with the ref backend: the tiny graph learns real text (the GPL and
 # Apache licence texts Debian ships, as byte tokens): over 200 updates the mean loss of the
 # last 20 falls at least 1.0 nat below the first 20 (it starts near ln 320 = 5.77; bytes of
-# English text are far from uniform). A second run onto the same --out is refused unless
+# English text are far from uniform); the ref backend gives the same bits on any number of
+# threads. A second run onto the same --out is refused unless
 # --force. Token files with a bad id or rows of the wrong length are refused before
 # training, naming the byte offset or the lengths.
 set -u
@@ -29,6 +30,13 @@ assert rows[0]["lr"] > rows[-1]["lr"]  # the cosine schedule decays
 PY
 grep -q "^Epoch\[1/1\](200/200) loss [0-9.]* lr [0-9.]* | .* tok/s .* ms/step | scale 65536 grad_norm [0-9.]* skipped 0" "$tmp/log" \
   || { echo "log line not in the expected shape"; fail=1; }
+# the ref backend gives the same bits on one thread and on three
+for n in 1 3; do
+  MMC_THREADS=$n ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 6 --quiet --out "$tmp/threads$n" || fail=1
+done
+cmp -s <(cut -d, -f1-8 "$tmp/threads1/metrics.jsonl") <(cut -d, -f1-8 "$tmp/threads3/metrics.jsonl") \
+  && cmp -s "$tmp/threads1/model.safetensors" "$tmp/threads3/model.safetensors" \
+  || { echo "the ref backend differs between 1 and 3 threads"; fail=1; }
 # mmc plot draws the run's curves into a PNG; a folder without metrics is refused
 ./mmc plot "$tmp/run" -o "$tmp/curves.png" >/dev/null || { echo "plot failed"; fail=1; }
 [ "$(head -c 8 "$tmp/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c <"$tmp/curves.png")" -gt 20000 ] \
