@@ -30,7 +30,8 @@ RunPosition checkpoint_resume(Backend *b, const char *dir);
  * torch.save files hold) */
 void checkpoint_export(const char *model_path, const char *out_path, DType dtype);
 /* a run as a Hugging Face folder that transformers loads as LlamaForCausalLM (export_hf.c);
- * tokenizer: a tokenizer.json path, or NULL / "default" for the built-in one */
+ * tokenizer: a tokenizer.json path, "default" for the built-in one, or NULL for the run's own
+ * (else the built-in one) */
 void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char *tokenizer);
 
 #endif

@@ -4,7 +4,8 @@
  * AutoModelForCausalLM.from_pretrained(DIR) loads as LlamaForCausalLM, with no remote code:
  *   config.json             Llama's config, from the run's config.json
  *   model.safetensors       the weights in the export dtype
- *   tokenizer.json          the tokenizer the data was made with (the built-in one by default)
+ *   tokenizer.json          the tokenizer the data was made with (--tokenizer, else the run
+ *                           folder's, else the built-in one)
  *   tokenizer_config.json   its special tokens and the ChatML chat template
  *   generation_config.json  the bos, eos and pad ids
  * Every file is written to a temp file, fsynced and renamed. */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "defaults.h"
@@ -89,7 +91,10 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
     json_int_t pad = mmc && json_object_get(mmc, "pad_id") ? need_int(mmc, "pad_id", cfg_path) : 0;
     json_int_t seq = mmc && json_object_get(mmc, "seq") ? need_int(mmc, "seq", cfg_path) : 512;
 
-    /* the tokenizer: its ids must fit the model's vocabulary */
+    /* the tokenizer: --tokenizer, else the run's own (train keeps the one its data was made
+     * with), else the built-in one; its ids must fit the model's vocabulary */
+    char *kept = path_join(run_dir, "tokenizer.json");
+    if (!tokenizer_path && access(kept, R_OK) == 0) tokenizer_path = kept;
     const char *tok_name = tokenizer_path && strcmp(tokenizer_path, "default") ? tokenizer_path : "the built-in tokenizer";
     char *tok_text = NULL;
     if (tokenizer_path && strcmp(tokenizer_path, "default")) {
@@ -172,5 +177,5 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
 
     printf("export: %s, a LlamaForCausalLM folder (%s weights, %s)\n", out_dir, dtype_torch_name(dtype), tok_name);
     json_decref(tok), json_decref(run);
-    free(tok_text), free(cfg_path), free(model), free(model_out), free(tok_out);
+    free(tok_text), free(cfg_path), free(model), free(model_out), free(tok_out), free(kept);
 }

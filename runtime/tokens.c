@@ -45,6 +45,9 @@ TokenFile *tokens_open(const char *path, uint32_t model_vocab) {
     f->count = get_u64(h + 16);
     f->row_length = get_u32(h + 24);
     f->pad_id = get_u32(h + 28);
+    int known = 0;
+    for (int i = 0; i < 32; i++) known |= h[32 + i];
+    for (int i = 0; i < 32 && known; i++) snprintf(f->tokenizer_sha256 + 2 * i, 3, "%02x", h[32 + i]);
     f->map = map;
     f->map_bytes = bytes;
     f->ids = (const uint16_t *)(h + TOKENS_HEADER_BYTES);
@@ -74,10 +77,17 @@ struct TokenWriter {
     FILE *f;
     uint32_t vocab, row_length, pad_id;
     uint64_t count;
+    unsigned char tokenizer_sha[32];
 };
 
-TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id) {
+TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id,
+                           const char *tokenizer_sha256) {
     TokenWriter *w = xcalloc(1, sizeof *w);
+    for (int i = 0; tokenizer_sha256 && i < 32; i++) {
+        unsigned v = 0;
+        if (sscanf(tokenizer_sha256 + 2 * i, "%2x", &v) != 1) die("internal error: bad tokenizer hash %s", tokenizer_sha256);
+        w->tokenizer_sha[i] = (unsigned char)v;
+    }
     w->path = xstrdup(path);
     w->tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
     w->f = fopen(w->tmp, "wb");
@@ -110,6 +120,7 @@ void tokens_finish(TokenWriter *w) {
     put_u64(h + 16, w->count);
     put_u32(h + 24, w->row_length);
     put_u32(h + 28, w->pad_id);
+    memcpy(h + 32, w->tokenizer_sha, 32);
     if (w->row_length && w->count % w->row_length) die("%s: %llu tokens are not whole rows of %u", w->path,
                                                        (unsigned long long)w->count, w->row_length);
     if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->f) != sizeof h || fflush(w->f) != 0 ||
@@ -140,6 +151,7 @@ int cmd_tokens(int argc, char **argv) {
     if (f->row_length)
         printf("%llu rows of %u (seq %u)\n", (unsigned long long)(f->count / f->row_length), f->row_length, f->row_length - 1);
     else printf("a plain stream (rows cut by the reader)\n");
+    if (f->tokenizer_sha256[0]) printf("made with the tokenizer of sha256 %s\n", f->tokenizer_sha256);
     tokens_close(f);
     return 0;
 }

@@ -6,7 +6,7 @@
  *  24  u32      row length: tokens per training row (seq + 1: inputs are its first seq tokens,
  *               targets its last seq), or 0 for a plain stream cut into rows by the reader
  *  28  u32      pad id: targets equal to it are left out of the loss
- *  32  u8[32]   reserved, zero
+ *  32  u8[32]   SHA-256 of the tokenizer.json that made the file, or zero when unknown
  *  64  u16[count] the token ids
  * Readers map the file and check every id once, so a bad id is reported with its byte
  * offset before any training starts. Writers stream to a temp file that is fsynced and
@@ -24,6 +24,7 @@ typedef struct TokenFile {
     uint32_t vocab, row_length, pad_id;
     uint64_t count;
     const uint16_t *ids;
+    char tokenizer_sha256[65]; /* hex, "" when the file does not say */
     void *map;
     size_t map_bytes;
 } TokenFile;
@@ -36,7 +37,9 @@ void tokens_close(TokenFile *f);
 void tokens_sha256(const TokenFile *f, char out[65]);
 
 typedef struct TokenWriter TokenWriter;
-TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id);
+/* tokenizer_sha256: the hex SHA-256 of the tokenizer.json the ids come from, or NULL */
+TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length, uint32_t pad_id,
+                           const char *tokenizer_sha256);
 void tokens_append(TokenWriter *w, const uint16_t *ids, size_t n);
 uint64_t tokens_written(const TokenWriter *w);
 void tokens_finish(TokenWriter *w); /* header, fsync, rename; frees w */

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "data.h"
+#include "defaults.h"
 #include "init.h"
 #include "util.h"
 
@@ -167,6 +168,34 @@ static void check_resume_data(const TrainOptions *o, const RunPosition *pos, con
             o->resume, shuffle_words(pos->shuffle));
 }
 
+/* The run folder keeps the tokenizer.json its data was made with, as the token file's header
+ * names it by hash: --tokenizer, or a tokenizer.json beside the data, or the built-in one. */
+static void keep_tokenizer(const TrainOptions *o, const TokenFile *f, const char *out) {
+    if (!f->tokenizer_sha256[0]) return; /* a file that does not say (tests/make_byte_tokens.py) */
+    char *dir = path_dirname(o->data), *beside = path_join(dir, "tokenizer.json");
+    const char *candidates[] = {o->tokenizer, beside, "default"};
+    for (int i = 0; i < 3; i++) {
+        if (!candidates[i] || (i == 1 && access(beside, R_OK))) continue;
+        char sha[65];
+        tokenizer_json_sha256(candidates[i], sha);
+        if (strcmp(sha, f->tokenizer_sha256)) {
+            if (i == 0)
+                die("train: --tokenizer %s is not the tokenizer %s was made with (sha256 %.12s..., the file says %.12s...)",
+                    o->tokenizer, o->data, sha, f->tokenizer_sha256);
+            continue;
+        }
+        size_t len = 0;
+        char *text = tokenizer_json_text(candidates[i], &len), *path = path_join(out, "tokenizer.json");
+        write_file_atomic(path, text, len);
+        free(text), free(path), free(dir), free(beside);
+        return;
+    }
+    fprintf(stderr, "train: %s was made with a tokenizer (sha256 %.12s...) that is neither beside it nor the built-in "
+                    "one: give it with --tokenizer FILE to keep it in %s\n",
+            o->data, f->tokenizer_sha256, out);
+    free(dir), free(beside);
+}
+
 /* the file of a run that `dir` holds (a checkpoint or the metrics), or NULL */
 static const char *run_file_in(const char *dir) {
     static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", NULL};
@@ -258,6 +287,7 @@ int train_run(const TrainOptions *o) {
     Report r = {0};
     if (out) {
         make_dirs(out);
+        keep_tokenizer(o, data->file, out);
         r.metrics = open_metrics(out, start);
     }
     r.steps = steps;

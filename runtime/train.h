@@ -24,6 +24,7 @@ typedef struct TrainOptions {
     int64_t stop_after;   /* >0: stop (with a checkpoint) after this update, as if interrupted */
     int quiet;
     int force;            /* --out may replace a run already there */
+    const char *tokenizer; /* the tokenizer.json the data was made with, to keep in the run folder */
 } TrainOptions;
 
 int train_run(const TrainOptions *o);

@@ -53,6 +53,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--out")) o.out = argv[++i];
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
+        else if (!strcmp(a, "--tokenizer")) o.tokenizer = argv[++i];
         else if (!strcmp(a, "--steps")) o.steps = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--batch")) o.batch = int_arg(a, argv[++i]);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)int_arg(a, argv[++i]);
@@ -66,7 +67,8 @@ int cmd_train(int argc, char **argv) {
         else if (a[0] == '-') {
             static const char *const known[] = {"--data", "--backend", "--out", "--resume", "--init", "--steps", "--batch",
                                                 "--seed", "--shuffle", "--log-interval", "--save-interval",
-                                                "--inject-inf", "--stop-after", "--quiet", "--force", NULL};
+                                                "--inject-inf", "--stop-after", "--quiet", "--force", "--tokenizer",
+                                                NULL};
             die_unknown_option("train", a, known);
         } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);

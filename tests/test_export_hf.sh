@@ -3,7 +3,8 @@
 # LlamaForCausalLM with the run's sizes; model.safetensors holds every parameter under its
 # Llama name in the export dtype; tokenizer.json is the built-in tokenizer and
 # tokenizer_config.json's chat template renders ChatML (with jinja2, as transformers does).
-# A tokenizer whose ids do not fit the model's vocabulary is refused. (That transformers
+# A run folder keeps the tokenizer its data was made with, and the export takes that one. A
+# tokenizer whose ids do not fit the model's vocabulary is refused. (That transformers
 # loads the folder and computes mmc's loss is tests/gpu/test_hf_export.sh, on the GPU machine,
 # which has torch.)
 set -u
@@ -49,6 +50,26 @@ got = t.render(messages=[{"role": "system", "content": "S"}, {"role": "user", "c
 assert got == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n", repr(got)
 print("hf export: LlamaForCausalLM config, 21 tensors in f32 and f16, the built-in tokenizer, ChatML template")
 PY
+# a run keeps the tokenizer its data was made with (named by hash in the token file): given
+# with --tokenizer, or found beside the data; without either it says so; the export takes it
+./mmc tokenizer train --default --vocab 400 -o "$tmp/tok400.json" >/dev/null || exit 1
+mkdir -p "$tmp/d"
+./mmc data --default --tokenizer "$tmp/tok400.json" --seq 32 --pack -o "$tmp/d/small.bin" >/dev/null || exit 1
+./mmc compile graphs/tiny.lua -D vocab=400 -o "$tmp/p400" --quiet || exit 1
+t400() { ./mmc train "$tmp/p400" --backend ref --data "$tmp/d/small.bin" --steps 1 --quiet "$@"; }
+t400 --out "$tmp/r1" 2>"$tmp/err" || fail=1
+grep -q "small.bin was made with a tokenizer (sha256 .*give it with --tokenizer FILE" "$tmp/err" && [ ! -e "$tmp/r1/tokenizer.json" ] \
+  || { echo "a tokenizer that cannot be found: unexpected $(cat "$tmp/err")"; fail=1; }
+t400 --tokenizer "$tmp/tok400.json" --out "$tmp/r2" || fail=1
+cmp -s "$tmp/tok400.json" "$tmp/r2/tokenizer.json" || { echo "--tokenizer: not kept in the run"; fail=1; }
+if t400 --tokenizer default --out "$tmp/r4" 2>"$tmp/err"; then echo "a wrong --tokenizer accepted"; fail=1; fi
+grep -q "is not the tokenizer .*small.bin was made with" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+cp "$tmp/tok400.json" "$tmp/d/tokenizer.json"
+t400 --out "$tmp/r3" || fail=1
+cmp -s "$tmp/tok400.json" "$tmp/r3/tokenizer.json" || { echo "the tokenizer beside the data: not kept in the run"; fail=1; }
+./mmc export "$tmp/r2" --format hf -o "$tmp/hf400" >/dev/null || fail=1
+cmp -s "$tmp/tok400.json" "$tmp/hf400/tokenizer.json" || { echo "export: not the run's tokenizer"; fail=1; }
+cmp -s tokenizer/default/tokenizer.json "$tmp/run/tokenizer.json" || { echo "the built-in tokenizer: not kept in the run"; fail=1; }
 # the built-in tokenizer (6400 ids) does not fit tiny's 320-token vocabulary
 ./mmc compile graphs/tiny.lua -o "$tmp/plan320" --quiet || exit 1
 ./mmc init "$tmp/plan320" -o "$tmp/run320" || exit 1

@@ -200,8 +200,10 @@ int cmd_data(int argc, char **argv) {
     if (use_default) job.mem = default_corpus(&job.mem_len);
     else job.path = input;
     char *vpath = val_path(out);
-    d.out[0] = tokens_create(out, tokenizer_vocab_size(t), d.row, d.pad);
-    if (d.val > 0) d.out[1] = tokens_create(vpath, tokenizer_vocab_size(t), d.row, d.pad);
+    char sha[65];
+    tokenizer_json_sha256(tok_path ? tok_path : "default", sha); /* recorded, so runs can keep the tokenizer */
+    d.out[0] = tokens_create(out, tokenizer_vocab_size(t), d.row, d.pad, sha);
+    if (d.val > 0) d.out[1] = tokens_create(vpath, tokenizer_vocab_size(t), d.row, d.pad, sha);
     writing = &d;
     atexit(remove_partial_output);
     job.ctx = &d;

@@ -11,5 +11,9 @@
 
 const char *default_corpus(size_t *len);
 const char *default_tokenizer_json(void);
+/* the text of a tokenizer.json by name: a path, or "default" for the built-in one (caller frees;
+ * NULL if the file cannot be read), and its SHA-256 in hex (dies if it cannot be read) */
+char *tokenizer_json_text(const char *name, size_t *len);
+void tokenizer_json_sha256(const char *name, char out[65]);
 
 #endif
