@@ -48,14 +48,19 @@ static void write_config(const Plan *pl, const char *dir) {
         json_object_set_new(mmc, e->key, e->text ? json_string(e->text) : json_real(e->value));
     }
     json_object_set_new(c, "mmc", mmc);
-    char *text = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    char *path = path_join(dir, "config.json");
+    checkpoint_write_json(dir, "config.json", c);
+}
+
+void checkpoint_write_json(const char *dir, const char *name, json_t *j) {
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    if (!text) die("%s/%s: cannot render the JSON", dir, name);
+    char *path = path_join(dir, name);
     size_t n = strlen(text);
     text = xrealloc(text, n + 2);
     strcpy(text + n, "\n");
     write_file_atomic(path, text, n + 1);
     free(path), free(text);
-    json_decref(c);
+    json_decref(j);
 }
 
 /* every parameter's master values from a flat buffer, under its names */

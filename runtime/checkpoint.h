@@ -8,6 +8,7 @@
 #ifndef MMC_CHECKPOINT_H
 #define MMC_CHECKPOINT_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -29,6 +30,8 @@ RunPosition checkpoint_resume(Backend *b, const char *dir);
 /* writes the weights of a run's model.safetensors in another dtype (f16: what MiniMind's
  * torch.save files hold) */
 void checkpoint_export(const char *model_path, const char *out_path, DType dtype);
+/* DIR/NAME: the JSON, indented, in key order, written atomically; takes the reference */
+void checkpoint_write_json(const char *dir, const char *name, json_t *j);
 /* a run as a Hugging Face folder that transformers loads as LlamaForCausalLM (export_hf.c);
  * tokenizer: a tokenizer.json path, "default" for the built-in one, or NULL for the run's own
  * (else the built-in one) */

@@ -34,18 +34,6 @@ static const char chat_template[] =
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
-static void write_json(const char *dir, const char *name, json_t *j) {
-    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    if (!text) die("export: %s/%s: cannot render", dir, name);
-    char *path = path_join(dir, name);
-    size_t n = strlen(text);
-    text = xrealloc(text, n + 2);
-    strcpy(text + n, "\n");
-    write_file_atomic(path, text, n + 1);
-    free(path), free(text);
-    json_decref(j);
-}
-
 static json_t *need(json_t *o, const char *key, const char *file) {
     json_t *v = json_object_get(o, key);
     if (!v) die("export: %s has no \"%s\"", file, key);
@@ -140,13 +128,13 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
     json_object_set_new(c, "pad_token_id", json_integer(pad));
     json_object_set_new(c, "torch_dtype", json_string(dtype_torch_name(dtype)));
     json_object_set_new(c, "use_cache", json_true());
-    write_json(out_dir, "config.json", c);
+    checkpoint_write_json(out_dir, "config.json", c);
 
     json_t *g = json_object();
     json_object_set_new(g, "bos_token_id", json_integer(bos));
     json_object_set_new(g, "eos_token_id", json_integer(eos));
     json_object_set_new(g, "pad_token_id", json_integer(pad));
-    write_json(out_dir, "generation_config.json", g);
+    checkpoint_write_json(out_dir, "generation_config.json", g);
 
     char *model_out = path_join(out_dir, "model.safetensors");
     checkpoint_export(model, model_out, dtype);
@@ -173,7 +161,7 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
     json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
     json_object_set_new(tc, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
     json_object_set_new(tc, "chat_template", json_string(chat_template));
-    write_json(out_dir, "tokenizer_config.json", tc);
+    checkpoint_write_json(out_dir, "tokenizer_config.json", tc);
 
     printf("export: %s, a LlamaForCausalLM folder (%s weights, %s)\n", out_dir, dtype_torch_name(dtype), tok_name);
     json_decref(tok), json_decref(run);
