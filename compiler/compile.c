@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "op_rules.h"
 #include "passes.h"
 #include "plan.h"
 #include "util.h"
@@ -40,14 +41,17 @@ CompileResult compile_graph(const CompileOptions *opt) {
     CompileResult r = {0};
     r.g = frontend_load(&opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    int remat = opt->no_remat ? 0 : opt->remat_gemm_inputs ? 2 : 1;
-    char *options = xasprintf("fusion=%d remat=%d reference=%u", !opt->no_fusion, remat, opt->reference_kernels);
+    int remat = opt->no_remat || opt->forward_only ? 0 : opt->remat_gemm_inputs ? 2 : 1;
+    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d", !opt->no_fusion, remat, opt->reference_kernels,
+                              opt->forward_only);
     r.g->hash = plan_hash(r.g, options);
     free(options);
     if (dump_here(dump_after, "frontend", &r)) return r;
     pass_precision(r.g);
     if (dump_here(dump_after, "precision", &r)) return r;
-    pass_autodiff(r.g);
+    if (!opt->forward_only) pass_autodiff(r.g);
+    else /* the loss kernel's extra outputs, which autodiff would have asked for */
+        for (int k = 1; k <= op_info[r.g->loss->op].n_parts; k++) ir_part(r.g, r.g->loss, k);
     if (dump_here(dump_after, "autodiff", &r)) return r;
     pass_simplify(r.g);
     if (dump_here(dump_after, "simplify", &r)) return r;

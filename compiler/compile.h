@@ -20,6 +20,7 @@ typedef struct CompileOptions {
     unsigned reference_kernels; /* REF_ bits: the exact slow kernels where fast ones exist (for comparing) */
     int no_remat;           /* keep every forward value the backward pass reads (for comparing) */
     int remat_gemm_inputs;  /* also recompute values only GEMMs read: less memory, one more write */
+    int forward_only;       /* no backward pass and no optimizer: a plan that computes the loss */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

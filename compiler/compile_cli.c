@@ -31,6 +31,7 @@ int cmd_compile(int argc, char **argv) {
         }
         else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
         else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
+        else if (!strcmp(a, "--forward")) copt.forward_only = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
             const char *eq = strchr(kv, '=');
@@ -39,7 +40,7 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--remat-gemm-inputs", "-D", NULL};
+                                                "--no-remat", "--remat-gemm-inputs", "--forward", "-D", NULL};
             die_unknown_option("compile", a, known);
         }
         else if (!opt.graph_path) opt.graph_path = a;
@@ -50,7 +51,7 @@ int cmd_compile(int argc, char **argv) {
      * goes to a folder of its own */
     const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"
                           : copt.no_remat ? "--no-remat" : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
-                          : copt.reference_kernels ? "--reference-kernels" : NULL;
+                          : copt.reference_kernels ? "--reference-kernels" : copt.forward_only ? "--forward" : NULL;
     if (changes && !out && !dump)
         die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);
     copt.front = opt;

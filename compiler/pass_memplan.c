@@ -63,6 +63,9 @@ int64_t plan_intervals(Interval *iv, int n, int64_t align) {
 
 static int stored(const Node *n, const int *last_use, const Graph *g) {
     if (n == g->loss || n->op == OP_GRAD_ACCUMULATE) return 1;
+    /* the loss kernel's own extra outputs (cross-entropy's row statistics, which its last block
+     * reads back, and the count of targets, which a forward-only plan's reader needs) */
+    if (n->op == OP_PART && n->in[0] == g->loss) return 1;
     if (op_info[n->op].kind == OK_GEMM) return 1;
     return last_use[n->id] > n->group;
 }

@@ -94,8 +94,11 @@ void pass_schedule(Graph *g, Program *p) {
         order[k]->id = k;
         for (int i = 0; i < order[k]->n_nodes; i++) order[k]->nodes[i]->group = k;
     }
+    /* the update phase, for a plan with gradients (a forward-only plan has none) */
     static const char *const optimizer_steps[] = {"grad_norm", "adamw", "step_finish"};
-    for (int i = 0; i < 3; i++) {
+    int grads = 0;
+    for (int i = 0; i < g->n_nodes; i++) grads |= g->nodes[i]->op == OP_GRAD_ACCUMULATE;
+    for (int i = 0; i < 3 && grads; i++) {
         Group *gr = program_add_group(p, GK_OPTIMIZER, PHASE_UPDATE);
         gr->optimizer = optimizer_steps[i];
     }

@@ -95,13 +95,15 @@ void pass_simplify(Graph *g) {
         if (same != n) repl[n->id] = same;
     }
     if (repl[g->loss->id]) g->loss = repl[g->loss->id];
-    /* dead nodes: keep what the loss and the gradient accumulations need, and all leaves */
+    /* dead nodes: keep what the loss and the gradient accumulations need, the loss's extra
+     * outputs, and all leaves */
     char *live = xcalloc((size_t)g->next_id, 1);
     live[g->loss->id] = 1;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         Node *n = g->nodes[i];
         if (repl[n->id]) continue;
         if (n->op == OP_GRAD_ACCUMULATE || op_info[n->op].kind == OK_LEAF) live[n->id] = 1;
+        if (n->op == OP_PART && n->in[0] == g->loss) live[n->id] = 1; /* the loss kernel writes them */
         if (!live[n->id]) continue;
         for (int k = 0; k < n->n_in; k++) live[n->in[k]->id] = 1;
     }

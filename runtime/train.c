@@ -227,6 +227,9 @@ static void check_out(const TrainOptions *o) {
 int train_run(const TrainOptions *o) {
     check_out(o);
     Plan *pl = plan_load(o->plan_dir);
+    int updates = 0;
+    for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
+    if (!updates) die("train: %s has no backward pass (compiled with --forward): compile it without to train", o->plan_dir);
     const TrainConfig *t = &pl->g->train;
     Backend *b = NULL;
     if (!strcmp(o->backend, "ref")) b = ref_backend_create(pl);

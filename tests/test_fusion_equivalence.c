@@ -6,7 +6,8 @@
  * updates. Under "fused" rounding (fp16_wide) values inside a kernel skip the f16 roundings
  * between ops, so the plans differ by rounding only: loss within 1e-3 relative and
  * gradients within 3e-2 relative L2 (a few f16 ulps, 2^-10 ~ 1e-3 each, compounded over
- * a dozen rounding points of a 2-layer net). */
+ * a dozen rounding points of a 2-layer net). A forward-only plan computes the same loss as the
+ * training plan, bit for bit. */
 #include "test_util.h"
 
 #include "init.h"
@@ -100,7 +101,32 @@ static void compare_remat(const char *policy) {
           (long long)gemm, (long long)free_only);
 }
 
+/* A forward-only plan (--forward) has no update phase and computes the training plan's loss
+ * bit for bit: the same forward ops in the same dtypes. */
+static void compare_forward(const char *policy) {
+    Plan *pl[2] = {test_compile("graphs/tiny.lua", policy, NULL, 1),
+                   test_compile_with("graphs/tiny.lua", policy, NULL, TEST_FORWARD)};
+    int update = 0;
+    for (int i = 0; i < pl[1]->p->n_groups; i++) update |= pl[1]->p->groups[i]->phase == PHASE_UPDATE;
+    CHECK(!update, "%s: the forward-only plan has update kernels", policy);
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        Backend *b = ref_backend_create(pl[k]);
+        init_consts(b);
+        test_rng = 777;
+        test_fill(b, 320, 0.1, 1024.0f);
+        b->run_phase(b, PHASE_MICRO);
+        loss[k] = read_loss(b);
+        b->destroy(b);
+    }
+    CHECK(loss[0] == loss[1], "%s: loss %.9g forward-only vs %.9g in the training plan", policy, loss[1], loss[0]);
+    printf("  %-10s forward-only plan: %d kernels and GEMMs instead of %d, the same loss\n", policy, pl[1]->p->n_groups,
+           pl[0]->p->n_groups);
+}
+
 int main(void) {
+    compare_forward("amp_fp16");
+    compare_forward("fp32");
     compare_remat("amp_fp16");
     compare_remat("fp32");
     compare("amp_fp16", 1);

@@ -74,6 +74,10 @@ if ./mmc trian 2>"$tmp/err"; then echo "a misspelt command ran"; fail=1; fi
 grep -q "unknown command 'trian'; did you mean 'train'?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 if ./mmc train "$tmp/tiny" --data "$tmp/text.bin" --stpes 3 2>"$tmp/err"; then echo "a misspelt option ran"; fail=1; fi
 grep -q "train: unknown option --stpes; did you mean --steps?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+# a forward-only plan computes losses, and train refuses it
+./mmc compile graphs/tiny.lua --forward -o "$tmp/fwd" --quiet || fail=1
+if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
+grep -q "has no backward pass (compiled with --forward)" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend
 if ./mmc train "$tmp/tiny" --backend cuda --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then :; else
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--backend ref" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
