@@ -14,5 +14,6 @@ int cmd_init(int argc, char **argv);          /* runtime/train_cli.c */
 int cmd_tokenizer(int argc, char **argv);     /* tokenizer/tokenizer_cli.c */
 int cmd_data(int argc, char **argv);          /* tokenizer/data_cli.c */
 int cmd_plot(int argc, char **argv);          /* runtime/plot_cli.c */
+int cmd_eval(int argc, char **argv);          /* runtime/eval_cli.c */
 
 #endif

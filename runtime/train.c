@@ -15,7 +15,7 @@
 #include "init.h"
 #include "util.h"
 
-static const Node *io_leaf(const Plan *pl, const char *name) {
+const Node *train_input(const Plan *pl, const char *name) {
     for (int i = 0; i < pl->g->n_nodes; i++) {
         const Node *n = pl->g->nodes[i];
         if (n->op == OP_INPUT && n->name && !strcmp(n->name, name)) return n;
@@ -42,7 +42,7 @@ double read_loss(Backend *b) {
 }
 
 void train_load_batch(Backend *b, const char *path) {
-    const Node *ids_leaf = io_leaf(b->pl, "input_ids"), *labels_leaf = io_leaf(b->pl, "labels");
+    const Node *ids_leaf = train_input(b->pl, "input_ids"), *labels_leaf = train_input(b->pl, "labels");
     Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(b->pl), 0);
     int64_t n = data->batch * data->seq;
     int32_t *ids = xmalloc((size_t)n * sizeof *ids), *labels = xmalloc((size_t)n * sizeof *labels);
@@ -238,7 +238,7 @@ int train_run(const TrainOptions *o) {
         b = cuda_backend_create(pl, &why);
         if (!b) die("train: --backend cuda: %s; use --backend ref to train on the CPU", why);
     } else die("train: unknown backend '%s' (ref, cuda)", o->backend);
-    const Node *ids_leaf = io_leaf(pl, "input_ids"), *labels_leaf = io_leaf(pl, "labels");
+    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,

@@ -32,6 +32,8 @@ int train_run(const TrainOptions *o);
 struct Backend;
 struct Plan;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
+/* the plan's input leaf of that name ("input_ids", "labels"); dies naming the plan if absent */
+const struct Node *train_input(const struct Plan *pl, const char *name);
 /* the vocabulary the model can take: the fewest rows of any embedding, classes of any loss */
 uint32_t train_model_vocab(const struct Plan *pl);
 /* writes the first batch of a token file to the io buffer */

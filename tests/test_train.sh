@@ -74,8 +74,14 @@ if ./mmc trian 2>"$tmp/err"; then echo "a misspelt command ran"; fail=1; fi
 grep -q "unknown command 'trian'; did you mean 'train'?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 if ./mmc train "$tmp/tiny" --data "$tmp/text.bin" --stpes 3 2>"$tmp/err"; then echo "a misspelt option ran"; fail=1; fi
 grep -q "train: unknown option --stpes; did you mean --steps?" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
-# a forward-only plan computes losses, and train refuses it
+# a forward-only plan computes losses, and train refuses it: mmc eval on it gives the loss
+# mmc step gives on the same first batch, and a mean over the file
 ./mmc compile graphs/tiny.lua --forward -o "$tmp/fwd" --quiet || fail=1
+one=$(./mmc eval "$tmp/fwd" --init "$tmp/run" --data "$tmp/text.bin" --backend ref --batches 1 | sed -n 's/.*: loss \([^,]*\),.*/\1/p')
+step=$(./mmc step "$tmp/tiny" --backend ref --data "$tmp/text.bin" --init "$tmp/run/model.safetensors" -o "$tmp/g.st" | sed -n 's/^loss //p')
+[ -n "$one" ] && [ "$one" = "$step" ] || { echo "eval's loss $one, step's $step"; fail=1; }
+./mmc eval "$tmp/fwd" --init "$tmp/run" --data "$tmp/text.bin" --backend ref --batches 8 | grep -q "8 batches of 4 rows, .* targets: loss [0-9.]*, perplexity [0-9.]*" \
+  || { echo "eval over 8 batches: no mean"; fail=1; }
 if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
 grep -q "has no backward pass (compiled with --forward)" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend

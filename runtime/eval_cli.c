@@ -1,0 +1,87 @@
+/* eval_cli: `mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--batches N]`: the
+ * mean loss and perplexity of given weights over a token file's batches, in file order. The
+ * plan is best a forward-only one (`mmc compile --forward`, same batch and seq as the data
+ * wants); a training plan gives the same losses, running its backward pass for nothing. The
+ * mean weighs each batch by the targets it counts (pads left out), as one batch of them all
+ * would. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "data.h"
+#include "init.h"
+#include "train.h"
+#include "util.h"
+
+/* the count of targets the loss kernel leaves beside the loss (cross-entropy's part 2) */
+static const Node *count_of_loss(const Plan *pl) {
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+        const Node *n = pl->g->nodes[i];
+        if (n->op == OP_PART && n->in[0] == pl->g->loss && n->a.index == 2 && n->materialized) return n;
+    }
+    die("eval: %s: the loss has no count of targets beside it (a cross-entropy loss has)", pl->path);
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *dir = NULL, *data = NULL, *init = NULL, *backend = "cuda";
+    int64_t max_batches = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && i + 1 >= argc) die("eval: %s needs a value", a);
+        if (!strcmp(a, "--data")) data = argv[++i];
+        else if (!strcmp(a, "--init")) init = argv[++i];
+        else if (!strcmp(a, "--backend")) backend = argv[++i];
+        else if (!strcmp(a, "--batches")) max_batches = strtoll(argv[++i], NULL, 10);
+        else if (a[0] == '-') {
+            static const char *const known[] = {"--data", "--init", "--backend", "--batches", NULL};
+            die_unknown_option("eval", a, known);
+        } else dir = a;
+    }
+    if (!dir || !data || !init)
+        die("eval: usage: mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--backend ref|cuda] [--batches N]");
+    Plan *pl = plan_load(dir);
+    Backend *b = NULL;
+    if (!strcmp(backend, "ref")) b = ref_backend_create(pl);
+    else if (!strcmp(backend, "cuda")) {
+        char *why = NULL;
+        b = cuda_backend_create(pl, &why);
+        if (!b) die("eval: --backend cuda: %s; use --backend ref", why);
+    } else die("eval: unknown backend '%s' (ref, cuda)", backend);
+    init_consts(b);
+    struct stat st;
+    char *weights = stat(init, &st) == 0 && S_ISDIR(st.st_mode) ? path_join(init, "model.safetensors") : xstrdup(init);
+    checkpoint_load_weights(b, weights);
+    MmcStepState state = init_state(pl, 1);
+    b->write(b, BUF_STATE, 0, &state, sizeof state);
+    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels"), *count = count_of_loss(pl);
+    Batcher *batches = batcher_open(data, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(pl), 0);
+    int64_t n = batches->rows / batches->batch;
+    if (max_batches > 0 && max_batches < n) n = max_batches;
+    if (n < 1) die("eval: %s has %lld rows, fewer than one batch of %lld", data, (long long)batches->rows, (long long)batches->batch);
+    int64_t cells = batches->batch * batches->seq;
+    int32_t *ids = xmalloc((size_t)cells * sizeof *ids), *labels = xmalloc((size_t)cells * sizeof *labels);
+    double sum = 0, targets = 0;
+    for (int64_t k = 0; k < n; k++) {
+        batcher_next(batches, ids, labels);
+        b->write(b, BUF_IO, ids_leaf->offset, ids, cells * (int64_t)sizeof *ids);
+        b->write(b, BUF_IO, labels_leaf->offset, labels, cells * (int64_t)sizeof *labels);
+        b->run_phase(b, PHASE_MICRO);
+        unsigned char raw[8];
+        b->read(b, count->buffer, count->offset, raw, (int64_t)dtype_size(count->dtype));
+        double c = dtype_load(count->dtype, raw, 0), loss = read_loss(b);
+        if (c > 0) sum += loss * c, targets += c;
+    }
+    if (targets <= 0) die("eval: %s: every target of the %lld batches is padding", data, (long long)n);
+    double mean = sum / targets;
+    printf("eval: %s, %lld batches of %lld rows, %.0f targets: loss %.9g, perplexity %.6g\n", data, (long long)n,
+           (long long)batches->batch, targets, mean, exp(mean));
+    free(ids), free(labels), free(weights);
+    batcher_close(batches);
+    b->destroy(b);
+    return 0;
+}
