@@ -45,13 +45,7 @@ int cmd_eval(int argc, char **argv) {
     if (!dir || !data || !init)
         die("eval: usage: mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--backend ref|cuda] [--batches N]");
     Plan *pl = plan_load(dir);
-    Backend *b = NULL;
-    if (!strcmp(backend, "ref")) b = ref_backend_create(pl);
-    else if (!strcmp(backend, "cuda")) {
-        char *why = NULL;
-        b = cuda_backend_create(pl, &why);
-        if (!b) die("eval: --backend cuda: %s; use --backend ref", why);
-    } else die("eval: unknown backend '%s' (ref, cuda)", backend);
+    Backend *b = backend_open(pl, backend, "eval");
     init_consts(b);
     struct stat st;
     char *weights = stat(init, &st) == 0 && S_ISDIR(st.st_mode) ? path_join(init, "model.safetensors") : xstrdup(init);

@@ -32,13 +32,7 @@ int cmd_step(int argc, char **argv) {
     }
     if (!dir || !data || !out) die("step: usage: mmc step PLAN_DIR --data FILE [--init W.safetensors] -o OUT.safetensors");
     Plan *pl = plan_load(dir);
-    Backend *b = NULL;
-    if (!strcmp(backend, "ref")) b = ref_backend_create(pl);
-    else {
-        char *why = NULL;
-        b = cuda_backend_create(pl, &why);
-        if (!b) die("step: --backend cuda: %s; use --backend ref", why);
-    }
+    Backend *b = backend_open(pl, backend, "step");
     init_consts(b);
     init_params(b, 1);
     if (init) checkpoint_load_weights(b, init);

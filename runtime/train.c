@@ -23,6 +23,15 @@ const Node *train_input(const Plan *pl, const char *name) {
     die("%s: the plan has no input named %s", pl->path, name);
 }
 
+Backend *backend_open(Plan *pl, const char *name, const char *cmd) {
+    if (!strcmp(name, "ref")) return ref_backend_create(pl);
+    if (strcmp(name, "cuda")) die("%s: unknown backend '%s' (ref, cuda)", cmd, name);
+    char *why = NULL;
+    Backend *b = cuda_backend_create(pl, &why);
+    if (!b) die("%s: --backend cuda: %s; use --backend ref to run on the CPU", cmd, why);
+    return b;
+}
+
 uint32_t train_model_vocab(const Plan *pl) {
     int64_t v = 0;
     for (int i = 0; i < pl->g->n_nodes; i++) {
@@ -231,13 +240,7 @@ int train_run(const TrainOptions *o) {
     for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
     if (!updates) die("train: %s has no backward pass (compiled with --forward): compile it without to train", o->plan_dir);
     const TrainConfig *t = &pl->g->train;
-    Backend *b = NULL;
-    if (!strcmp(o->backend, "ref")) b = ref_backend_create(pl);
-    else if (!strcmp(o->backend, "cuda")) {
-        char *why = NULL;
-        b = cuda_backend_create(pl, &why);
-        if (!b) die("train: --backend cuda: %s; use --backend ref to train on the CPU", why);
-    } else die("train: unknown backend '%s' (ref, cuda)", o->backend);
+    Backend *b = backend_open(pl, o->backend, "train");
     const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)

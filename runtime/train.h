@@ -34,6 +34,8 @@ struct Plan;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
 /* the plan's input leaf of that name ("input_ids", "labels"); dies naming the plan if absent */
 const struct Node *train_input(const struct Plan *pl, const char *name);
+/* the backend a command's --backend names (ref or cuda); dies with the reason it cannot start */
+struct Backend *backend_open(struct Plan *pl, const char *name, const char *cmd);
 /* the vocabulary the model can take: the fewest rows of any embedding, classes of any loss */
 uint32_t train_model_vocab(const struct Plan *pl);
 /* writes the first batch of a token file to the io buffer */
