@@ -151,7 +151,11 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
         key(ks, "O", "%s", ptr(G, a));
         Node *lse = part_of(gr, 1);
         if (flash) {
-            int64_t mt = hd <= 64 ? 2 : 1, br = 64 * mt, bc = 64;
+            /* one 16-row tile a warp: 128 registers a thread, so 4 blocks (16 warps) share
+             * an SM and hide each other's latencies (two tiles a warp took 254 registers, 2
+             * blocks an SM, and measured 10% slower) */
+            int64_t mt = 1, br = 64 * mt, bc = 64;
+            key(ks, "MIN_BLOCKS", "%d", hd <= 64 ? 4 : 1);
             key(ks, "LSE", "%s", lse ? ptr(G, lse) : "(float *)0");
             key(ks, "MT", "%lld", (long long)mt);
             key(ks, "BR", "%lld", (long long)br);
@@ -176,8 +180,11 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
         key(ks, "DQ", "%s", ptr(G, a));
         key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
         if (flash) {
-            int64_t bc = hd <= 64 ? 64 : 32;
+            /* key tiles of 32: up to 64 wide heads then fit 4 blocks an SM in registers
+             * (128 each) without spilling; wider ones take what they need */
+            int64_t bc = 32;
             key(ks, "BC", "%lld", (long long)bc);
+            key(ks, "MIN_BLOCKS", "%d", hd <= 64 ? 4 : 1);
             gr->grid = bsz * a->a.heads, gr->grid_y = (t + 63) / 64;
             gr->smem = (2 * 64 + 4 * bc) * pitch * 2 + 64 * 4;
             tmpl = "attention_backward_dq_flash.cu";
@@ -198,11 +205,17 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
         if (flash) {
             /* under eager rounding each query head's share of dk and dv is rounded before the
              * group's sum, as PyTorch rounds what SDPA returns for each repeated kv head */
+            /* query tiles of 64 up to 64 wide heads: 218 registers, 2 blocks an SM (tiles of
+             * 32 fit 3 blocks in 168 registers, and measured slower) */
             int64_t bq = hd <= 64 ? 64 : 32, round_heads = G->eager && a->a.heads > a->a.kv_heads;
             key(ks, "BQ", "%lld", (long long)bq);
             key(ks, "ROUND_HEADS", "%lld", (long long)round_heads);
             gr->grid = bsz * a->a.kv_heads, gr->grid_y = (t + 63) / 64;
-            gr->smem = (2 * 64 + 4 * bq) * pitch * 2 + 4 * bq * 4 + (round_heads ? 2 * hd / 8 * 4 * 128 * 4 : 0);
+            /* the k and v tiles, whose bytes hold the rounded shares once k and v sit in
+             * registers (hd <= 64), then the q and dO tiles and the stats */
+            int64_t kv = 2 * 64 * pitch * 2, sums = round_heads ? 2 * hd / 8 * 4 * 128 * 4 : 0;
+            int64_t head = round_heads && hd <= 64 ? (kv > sums ? kv : sums) : kv + sums;
+            gr->smem = head + 4 * bq * pitch * 2 + 4 * bq * 4;
             tmpl = "attention_backward_dkv_flash.cu";
         } else {
             gr->grid = bsz * a->a.kv_heads * t;
@@ -495,6 +508,7 @@ void gen_anchor(Gen *G, StrBuf *o) {
         key(&ks, "RDC", "%s", rounder(G, a->compute));
         pointers(G, &ks);
         gr->grid = shape_numel(x) / v, gr->block = 256;
+        if (wide) gr->grid = (gr->grid + 7) / 8; /* a warp per row */
         tmpl = wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
         break;
     }

@@ -1,6 +1,7 @@
 // Flash attention backward, dq and dsum (templates/flash_attention.cuh): causal={{CAUSAL}},
-// {{H}} heads over {{KV}} kv heads of {{HD}}, T={{T}}; 64 query rows a block, key tiles of {{BC}}.
-extern "C" __global__ void __launch_bounds__(128) {{NAME}}(const MmcBuffers b) {
+// {{H}} heads over {{KV}} kv heads of {{HD}}, T={{T}}; 64 query rows a block, key tiles of {{BC}};
+// at least {{MIN_BLOCKS}} blocks an SM.
+extern "C" __global__ void __launch_bounds__(128, {{MIN_BLOCKS}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     flash::backward_dq<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BC}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{O}}, {{LSE}}, {{DQ}}, {{DSUM}}, {{SCALE}});
 }

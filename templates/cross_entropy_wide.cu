@@ -1,43 +1,52 @@
-// Mean cross-entropy over the rows whose target is not {{IGNORE}}. One block per row of
-// {{V}} logits, 8 consecutive logits a thread with 16-byte loads: log_softmax = (x - max) -
-// log(sum(exp(x - max))) in f32, rounded to the log-softmax dtype as F.cross_entropy does
-// under autocast; the row's max, log-sum and loss go to the stats part. The last block to
-// finish sums the row losses in row order.
+// Mean cross-entropy over the rows whose target is not {{IGNORE}}. One warp per row of
+// {{V}} logits, 8 rows a block, 8 consecutive logits a lane with 16-byte loads, one pass:
+// each lane keeps a running max and its sum of exp(x - max) (the online softmax), and the
+// lanes merge theirs in a fixed order. So a row is read once and no block barrier waits on
+// it. log_softmax = (x - max) - log(sum(exp(x - max))) in f32, rounded to the log-softmax
+// dtype as F.cross_entropy does under autocast; the row's max, log-sum and loss go to the
+// stats part. The last block to finish sums the row losses.
 extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
-    __shared__ {{R}} red[32];
     __shared__ double dred[32];
     __shared__ int last;
     MmcStepState *state = (MmcStepState *)b.state;
-    const long row = blockIdx.x;
-    const long base = row * {{V}};
-    {{R}} m = -INFINITY;
-    for (int j0 = threadIdx.x * 8; j0 < {{V}}; j0 += blockDim.x * 8) {
-        {{R}} xs[8];
-        ldv({{X}}, base + j0, xs);
+    const int lane = threadIdx.x & 31;
+    const long row = (long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (row < {{ROWS}}L) {
+        const long base = row * {{V}};
+        {{R}} m = -INFINITY, s = 0;
+#pragma unroll 4
+        for (int j0 = lane * 8; j0 < {{V}}; j0 += 256) {
+            {{R}} xs[8];
+            ldv({{X}}, base + j0, xs);
+            {{R}} cm = xs[0];
 #pragma unroll
-        for (int k = 0; k < 8; k++) m = xs[k] > m ? xs[k] : m;
-    }
-    m = block_max(m, red);
-    {{R}} s = 0;
-    for (int j0 = threadIdx.x * 8; j0 < {{V}}; j0 += blockDim.x * 8) {
-        {{R}} xs[8];
-        ldv({{X}}, base + j0, xs);
+            for (int k = 1; k < 8; k++) cm = xs[k] > cm ? xs[k] : cm;
+            if (cm > m) s = s * mmc_exp(m - cm), m = cm;
 #pragma unroll
-        for (int k = 0; k < 8; k++) s += mmc_exp(xs[k] - m);
+            for (int k = 0; k < 8; k++) s += mmc_exp(xs[k] - m); // a NaN logit makes s NaN
+        }
+        // a lane without logits (s = 0) adds nothing, whatever the maxima are
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const {{R}} om = __shfl_xor_sync(0xffffffffu, m, o), os = __shfl_xor_sync(0xffffffffu, s, o);
+            const {{R}} mm = om > m ? om : m;
+            s = (s == 0 ? ({{R}})0 : s * mmc_exp(m - mm)) + (os == 0 ? ({{R}})0 : os * mmc_exp(om - mm));
+            m = mm;
+        }
+        if (lane == 0) {
+            const {{R}} logsum = mmc_log(s);
+            const int t = ld({{LABELS}}, row);
+            {{R}} loss = 0;
+            if (t != {{IGNORE}}) loss = -{{RDC}}(mmc_sub(mmc_sub(ld({{X}}, base + t), m), logsum));
+            st({{STATS}}, row * 3 + 0, m);
+            st({{STATS}}, row * 3 + 1, logsum);
+            st({{STATS}}, row * 3 + 2, loss);
+            __threadfence();
+        }
     }
-    s = block_sum(s, red);
-    if (threadIdx.x == 0) {
-        const {{R}} logsum = mmc_log(s);
-        const int t = ld({{LABELS}}, row);
-        {{R}} loss = 0;
-        if (t != {{IGNORE}}) loss = -{{RDC}}(mmc_sub(mmc_sub(ld({{X}}, base + t), m), logsum));
-        st({{STATS}}, row * 3 + 0, m);
-        st({{STATS}}, row * 3 + 1, logsum);
-        st({{STATS}}, row * 3 + 2, loss);
-        __threadfence();
-        last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
-    }
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();

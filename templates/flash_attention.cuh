@@ -83,34 +83,39 @@ template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], co
 #endif
 }
 
+// Shared-memory addresses are 32-bit offsets in the shared window: a tile's address is
+// converted once, and every fragment address is that plus the lane's offset plus a constant
+// the compiler folds into the instruction (64-bit generic pointer arithmetic per ldmatrix
+// was a third of these kernels' instructions).
+
 // four 8x8 matrices of 16-bit elements from shared memory; lane l gives the address of row
 // l % 8 of matrix l / 8 and receives, per matrix, (row l / 4, cols 2 (l % 4), +1) — or,
 // transposed, (rows 2 (l % 4), +1; col l / 4)
-__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p) {
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
+                 : "r"(addr));
 }
-__device__ __forceinline__ void ldsm4_t(u32 (&r)[4], const void *p) {
+__device__ __forceinline__ void ldsm4_t(u32 (&r)[4], u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
+                 : "r"(addr));
 }
 
-// 16 bytes global -> shared, zeros when !valid (src must still be a valid address);
-// asynchronous from sm_80, a plain copy through registers before
-__device__ __forceinline__ void copy16(void *dst, const void *src, bool valid) {
+// 16 bytes global -> shared at byte `off` of `tile`, zeros when !valid (src must still be a
+// valid address); asynchronous from sm_80, a plain copy through registers before
+__device__ __forceinline__ void copy16(void *tile, u32 off, const void *src, bool valid) {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(tile) + off), "l"(src), "r"(valid ? 16 : 0));
 #else
-    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+    *(uint4 *)((char *)tile + off) = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
 #endif
 }
-__device__ __forceinline__ void copy4(void *dst, const void *src, bool valid) {
+__device__ __forceinline__ void copy4(void *tile, u32 off, const void *src, bool valid) {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(tile) + off), "l"(src), "r"(valid ? 4 : 0));
 #else
-    *(float *)dst = valid ? *(const float *)src : 0.0f;
+    *(float *)((char *)tile + off) = valid ? *(const float *)src : 0.0f;
 #endif
 }
 __device__ __forceinline__ void copy_commit() {
@@ -126,40 +131,57 @@ template <int N> __device__ __forceinline__ void copy_wait() {
 }
 
 // Rows [row0, row0 + R) of a [T, stride] tensor (HD elements from `src`), into shared
-// memory with a row pitch of P elements; rows at or past T become zeros.
+// memory with a row pitch of P elements; rows at or past T become zeros. Where a block
+// pass covers whole rows, each thread copies the same 16-byte column of every NT / CH-th
+// row, so its addresses are one base and constant steps.
 template <typename E, int R, int HD, int P, int NT>
 __device__ __forceinline__ void load_rows(E *dst, const E *src, int row0, int T, long stride) {
     constexpr int CH = HD / 8; // 16-byte chunks per row
-    for (int c = threadIdx.x; c < R * CH; c += NT) {
-        const int r = c / CH, k = c % CH;
-        const bool ok = row0 + r < T;
-        copy16(dst + r * P + k * 8, src + (ok ? (long)(row0 + r) * stride : 0L) + k * 8, ok);
+    if constexpr (NT % CH == 0) {
+        constexpr int RSTEP = NT / CH; // rows a pass
+        const int r0 = threadIdx.x / CH, k = threadIdx.x % CH;
+        const E *from = src + (long)(row0 + r0) * stride + k * 8;
+        const u32 off = (u32)((r0 * P + k * 8) * sizeof(E));
+#pragma unroll
+        for (int i = 0; i < (R + RSTEP - 1) / RSTEP; i++) {
+            const int r = r0 + i * RSTEP;
+            if (R % RSTEP == 0 || r < R) {
+                const bool ok = row0 + r < T;
+                copy16(dst, off + (u32)(i * RSTEP * P * sizeof(E)), ok ? from + (long)i * RSTEP * stride : src, ok);
+            }
+        }
+    } else {
+        for (int c = threadIdx.x; c < R * CH; c += NT) {
+            const int r = c / CH, k = c % CH;
+            const bool ok = row0 + r < T;
+            copy16(dst, (u32)((r * P + k * 8) * sizeof(E)), src + (ok ? (long)(row0 + r) * stride : 0L) + k * 8, ok);
+        }
     }
 }
 
 // R floats [row0, row0 + R) of a [T] row of f32 statistics; past T: zeros
 template <int R, int NT> __device__ __forceinline__ void load_stats(float *dst, const float *src, int row0, int T) {
-    for (int r = threadIdx.x; r < R; r += NT) copy4(dst + r, src + (row0 + r < T ? row0 + r : 0), row0 + r < T);
+    for (int r = threadIdx.x; r < R; r += NT) copy4(dst, 4u * r, src + (row0 + r < T ? row0 + r : 0), row0 + r < T);
 }
 
 // A fragments of 16 rows x 16 columns at (row, col) of a shared tile with pitch P
 template <int P> __device__ __forceinline__ void load_a(u32 (&a)[4], const void *tile, int row, int col) {
     const int lane = threadIdx.x & 31;
-    ldsm4(a, (const unsigned short *)tile + (row + (lane & 15)) * P + col + (lane >> 4) * 8);
+    ldsm4(a, smem_addr(tile) + 2u * (u32)((row + (lane & 15)) * P + col + (lane >> 4) * 8));
 }
 
 // B fragments for two n-tiles (n, n+8) and one 16-deep k step of a product with a tile whose
 // rows are the n index and columns the k index (k^T in q k^T): b0 = {r0, r1}, b1 = {r2, r3}
 template <int P> __device__ __forceinline__ void load_b_rows(u32 (&r)[4], const void *tile, int n, int k) {
     const int lane = threadIdx.x & 31;
-    ldsm4(r, (const unsigned short *)tile + (n + (lane >> 4) * 8 + (lane & 7)) * P + k + ((lane >> 3) & 1) * 8);
+    ldsm4(r, smem_addr(tile) + 2u * (u32)((n + (lane >> 4) * 8 + (lane & 7)) * P + k + ((lane >> 3) & 1) * 8));
 }
 
 // B fragments for one 16-deep k step and two n-tiles (n, n+8) of a product with a tile whose
 // rows are the k index (v in p v): transposed loads
 template <int P> __device__ __forceinline__ void load_b_cols(u32 (&r)[4], const void *tile, int k, int n) {
     const int lane = threadIdx.x & 31;
-    ldsm4_t(r, (const unsigned short *)tile + (k + (lane & 15)) * P + n + (lane >> 4) * 8);
+    ldsm4_t(r, smem_addr(tile) + 2u * (u32)((k + (lane & 15)) * P + n + (lane >> 4) * 8));
 }
 
 // the A fragment of a 16-deep product from two neighbouring C tiles (columns j, j+8)
@@ -168,6 +190,16 @@ template <typename E> __device__ __forceinline__ void c_to_a(u32 (&a)[4], const 
     a[1] = pack<E>(c0[2], c0[3]);
     a[2] = pack<E>(c1[0], c1[1]);
     a[3] = pack<E>(c1[2], c1[3]);
+}
+
+// 2^x on the special-function unit, subnormal results flushed to zero: exp2f without
+// fast-math wraps the same instruction in a rescale for subnormals, three more instructions
+// per score. A probability below 2^-126 is zero once rounded to f16 and adds nothing a
+// row sum of at least 1 can hold in f32.
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -270,31 +302,34 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
                         mma<E>(s[mt][n + 1], qf[mt][kk], b1);
                     }
                 }
+            // only the tiles that cross T or this warp's diagonal need the mask
+            const bool edge = (T % BC != 0 && kb == NKB - 1) || (CAUSAL && kb * BC + BC - 1 > q0 + warp * 16 * MT);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * hr;
-                    float mx = -INFINITY;
+                    if (edge) {
 #pragma unroll
-                    for (int n = 0; n < BC / 8; n++)
+                        for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            const int key = kb * BC + n * 8 + 2 * t + c;
-                            float x = s[mt][n][2 * hr + c] * sl2;
-                            if (key >= T || (CAUSAL && key > row)) x = -INFINITY;
-                            s[mt][n][2 * hr + c] = x;
-                            mx = fmaxf(mx, x);
-                        }
-                    const float mnew = fmaxf(m[mt][hr], quad_max(mx));
+                            for (int c = 0; c < 2; c++) {
+                                const int key = kb * BC + n * 8 + 2 * t + c;
+                                if (key >= T || (CAUSAL && key > row)) s[mt][n][2 * hr + c] = -INFINITY;
+                            }
+                    }
+                    float mx = -INFINITY; // of the raw scores: the scale is positive
+#pragma unroll
+                    for (int n = 0; n < BC / 8; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
+                    const float mnew = fmaxf(m[mt][hr], quad_max(mx) * sl2);
                     const float base = mnew == -INFINITY ? 0.0f : mnew; // a row with no key yet
-                    const float corr = exp2f(m[mt][hr] - base);
+                    const float corr = exp2_ftz(m[mt][hr] - base);
                     float sum = 0.0f;
 #pragma unroll
                     for (int n = 0; n < BC / 8; n++)
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
-                            const float p = exp2f(s[mt][n][2 * hr + c] - base);
+                            const float p = exp2_ftz(fmaf(s[mt][n][2 * hr + c], sl2, -base));
                             s[mt][n][2 * hr + c] = p;
                             sum += p;
                         }
@@ -433,15 +468,26 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
                     mma<E>(dp[n], df[kk], c0);
                     mma<E>(dp[n + 1], df[kk], c1);
                 }
+            // Only the tiles that cross T or this warp's diagonal are masked. Rows past T
+            // need no mask: their q and dO are zeros, so their ds is zero.
+            const bool edge = (T % BC != 0 && kb == NKB - 1) || (CAUSAL && kb * BC + BC - 1 > q0 + warp * 16);
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int row = q0 + warp * 16 + g + 8 * (e >> 1), key = kb * BC + n * 8 + 2 * t + (e & 1);
-                    const bool keep = row < T && key < T && (!CAUSAL || key <= row);
-                    const float p = keep ? exp2f(s[n][e] * sl2 - lse2[e >> 1]) : 0.0f;
-                    s[n][e] = p * (dp[n][e] - dsr[e >> 1]); // ds
-                }
+                for (int e = 0; e < 4; e++) s[n][e] = exp2_ftz(fmaf(s[n][e], sl2, -lse2[e >> 1])); // p
+            if (edge) {
+#pragma unroll
+                for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int row = q0 + warp * 16 + g + 8 * (e >> 1), key = kb * BC + n * 8 + 2 * t + (e & 1);
+                        if (key >= T || (CAUSAL && key > row)) s[n][e] = 0.0f;
+                    }
+            }
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] *= dp[n][e] - dsr[e >> 1]; // ds
 #pragma unroll
             for (int ks16 = 0; ks16 < BC / 16; ks16++) {
                 u32 a[4];
@@ -482,10 +528,16 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
     constexpr int NT = 128, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
     constexpr bool KV_REGS = HD <= 64;
     static_assert(HD % 16 == 0 && BQ % 16 == 0 && H % KV == 0, "flash attention tile shapes");
+    // Shared memory: the k and v tiles [BK][P] (or, once k and v sit in registers, each
+    // thread's rounded shares [2][HD / 8 * 4][128] in the same bytes), then the q and dO
+    // tiles [2][BQ][P] each and the stats [2][BQ] each. The codegen's smem size is this sum.
+    constexpr int KV_BYTES = 2 * BK * P * (int)sizeof(E), SUM_BYTES = ROUND_HEADS ? 2 * (HD / 8 * 4) * 128 * 4 : 0;
+    constexpr bool ALIAS = ROUND_HEADS && KV_REGS;
+    constexpr int HEAD_BYTES = ALIAS ? (KV_BYTES > SUM_BYTES ? KV_BYTES : SUM_BYTES) : KV_BYTES + SUM_BYTES;
     extern __shared__ __align__(16) unsigned char flash_smem[];
-    E *ks = (E *)flash_smem, *vs = ks + BK * P, *qs = vs + BK * P, *dos = qs + 2 * BQ * P;
+    E *ks = (E *)flash_smem, *vs = ks + BK * P, *qs = (E *)(flash_smem + HEAD_BYTES), *dos = qs + 2 * BQ * P;
     float *ls = (float *)(dos + 2 * BQ * P), *dss = ls + 2 * BQ; // [2][BQ] each
-    float *sums = dss + 2 * BQ; // ROUND_HEADS: [2][HD / 8 * 4][128], each thread's rounded shares
+    float *sums = (float *)(flash_smem + (ALIAS ? 0 : KV_BYTES)); // ROUND_HEADS
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / KV, kvh = blockIdx.x % KV;
     const int k0 = blockIdx.y * BK; // the keys seen by the most queries first under causal
@@ -516,14 +568,16 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[0][n][e] = dva[0][n][e] = 0.0f;
     for (int i = 0; i < steps; i++) {
-        if (ROUND_HEADS && i % per_head == 0) { // a new query head: keep the last one's share, rounded
+        // a new query head: keep the last one's share, rounded (the first share starts the
+        // sums; before it, under ALIAS, the bytes still hold the k and v tiles)
+        if (ROUND_HEADS && i && i % per_head == 0) {
 #pragma unroll
             for (int n = 0; n < HD / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float *sk = sums + (n * 4 + e) * 128 + threadIdx.x, *sv = sk + HD / 8 * 4 * 128;
-                    *sk = (i ? *sk : 0.0f) + (i ? round_to<E>(dka[0][n][e] * scale) : 0.0f);
-                    *sv = (i ? *sv : 0.0f) + (i ? round_to<E>(dva[0][n][e]) : 0.0f);
+                    *sk = (i > per_head ? *sk : 0.0f) + round_to<E>(dka[0][n][e] * scale);
+                    *sv = (i > per_head ? *sv : 0.0f) + round_to<E>(dva[0][n][e]);
                     dka[0][n][e] = dva[0][n][e] = 0.0f;
                 }
         }
@@ -570,15 +624,34 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
                     mma<E>(dp[n + 1], va, c1);
                 }
             }
+            // Only the tiles that cross T or this warp's diagonal are masked. Queries past T
+            // need no mask: their q, dO, lse and dsum are zeros, so p = 1 meets dO = 0 and
+            // ds = 0: they add nothing to dk or dv.
+            const bool edge = (T % BQ != 0 && qb0 + BQ > T) || (CAUSAL && qb0 < warp_first + 15);
 #pragma unroll
             for (int n = 0; n < BQ / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = warp_first + g + 8 * (e >> 1), qc = n * 8 + 2 * t + (e & 1), query = qb0 + qc;
-                    const bool keep = query < T && (!CAUSAL || key <= query);
-                    const float p = keep ? exp2f(s[n][e] * sl2 - lt[qc] * 1.4426950408889634f) : 0.0f;
-                    s[n][e] = p;
-                    dp[n][e] = p * (dp[n][e] - dst[qc]); // ds^T
+                for (int c = 0; c < 2; c++) {
+                    const float l2 = lt[n * 8 + 2 * t + c] * 1.4426950408889634f;
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++) s[n][2 * hr + c] = exp2_ftz(fmaf(s[n][2 * hr + c], sl2, -l2)); // p^T
+                }
+            if (edge) {
+#pragma unroll
+                for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = warp_first + g + 8 * (e >> 1), query = qb0 + n * 8 + 2 * t + (e & 1);
+                        if (query >= T || (CAUSAL && key > query)) s[n][e] = 0.0f;
+                    }
+            }
+#pragma unroll
+            for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const float d = dst[n * 8 + 2 * t + c];
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++) dp[n][2 * hr + c] = s[n][2 * hr + c] * (dp[n][2 * hr + c] - d); // ds^T
                 }
 #pragma unroll
             for (int ks16 = 0; ks16 < BQ / 16; ks16++) {
@@ -609,9 +682,10 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const float *sk = sums + (n * 4 + e) * 128 + threadIdx.x, *sv = sk + HD / 8 * 4 * 128;
-                dka[0][n][e] = *sk + round_to<E>(dka[0][n][e] * scale);
-                dva[0][n][e] = *sv + round_to<E>(dva[0][n][e]);
+                dka[0][n][e] = (REP > 1 ? *sk : 0.0f) + round_to<E>(dka[0][n][e] * scale);
+                dva[0][n][e] = (REP > 1 ? *sv : 0.0f) + round_to<E>(dva[0][n][e]);
             }
+        if (ALIAS) __syncthreads(); // every thread has its sums before the k and v tiles stage the output
     }
     // each warp's own 16 rows of ks and vs stage dk and dv
     store_rows<E, 1, HD, P>(ks, dka, kscale, dk + koff, k0, T, kstride);
