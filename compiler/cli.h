@@ -15,5 +15,6 @@ int cmd_tokenizer(int argc, char **argv);     /* tokenizer/tokenizer_cli.c */
 int cmd_data(int argc, char **argv);          /* tokenizer/data_cli.c */
 int cmd_plot(int argc, char **argv);          /* runtime/plot_cli.c */
 int cmd_eval(int argc, char **argv);          /* runtime/eval_cli.c */
+int cmd_generate(int argc, char **argv);      /* runtime/generate_cli.c */
 
 #endif

@@ -71,6 +71,12 @@ static int stored(const Node *n, const int *last_use, const Graph *g) {
 }
 
 void pass_memplan(Graph *g, Program *p) {
+    /* A plan without a backward pass (compile --forward) ends with the loss: its input, the
+     * logits, stays readable after the step, for `mmc generate` to sample from. */
+    const Node *logits = NULL;
+    int backward = 0;
+    for (int i = 0; i < g->n_nodes; i++) backward |= g->nodes[i]->op == OP_GRAD_ACCUMULATE;
+    if (!backward && g->loss->n_in && g->loss->in[0]->group != g->loss->group) logits = g->loss->in[0];
     int *last_use = xmalloc((size_t)g->next_id * sizeof(int));
     for (int i = 0; i < g->next_id; i++) last_use[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -118,7 +124,7 @@ void pass_memplan(Graph *g, Program *p) {
             continue;
         default: break;
         }
-        if (!stored(n, last_use, g)) continue;
+        if (!stored(n, last_use, g) && n != logits) continue;
         n->materialized = 1;
         if (n->op == OP_GRAD_ACCUMULATE) {
             n->buffer = BUF_GRADS;
@@ -130,7 +136,7 @@ void pass_memplan(Graph *g, Program *p) {
         } else {
             n->buffer = BUF_ARENA;
             /* the loss stays until the trainer reads it after the micro phase */
-            int last = n == g->loss ? p->n_groups : last_use[n->id] < n->group ? n->group : last_use[n->id];
+            int last = n == g->loss || n == logits ? p->n_groups : last_use[n->id] < n->group ? n->group : last_use[n->id];
             Interval x = {align_up(node_bytes(n), ALIGN), n->group, last, 0};
             vec_push(iv, n_iv, cap_iv, x);
             vec_push(iv_node, n_ivn, cap_ivn, n);

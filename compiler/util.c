@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,4 +323,21 @@ void die_unknown_option(const char *cmd, const char *opt, const char *const *kno
     const char *near = nearest_word(opt, known);
     if (near) die("%s: unknown option %s; did you mean %s?", cmd, opt, near);
     die("%s: unknown option %s (mmc %s --help lists them)", cmd, opt, cmd);
+}
+
+int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || end == v || errno || x < min)
+        die("%s: %s needs %s integer, got '%s'", cmd, opt, min == 1 ? "a positive" : min == 0 ? "a non-negative" : "an",
+            v);
+    return x;
+}
+
+double option_double(const char *cmd, const char *opt, const char *v) {
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || end == v || !isfinite(x)) die("%s: %s needs a number, got '%s'", cmd, opt, v);
+    return x;
 }

@@ -61,6 +61,10 @@ double now_seconds(void); /* a monotonic clock, for durations */
 const char *nearest_word(const char *word, const char *const *choices);
 /* "CMD: unknown option OPT; did you mean X?" (X from known, when one is near), and exit */
 MMC_NORETURN void die_unknown_option(const char *cmd, const char *opt, const char *const *known);
+/* an option's value as a whole integer of at least `min`, or a finite number; else dies
+ * naming the command and the option */
+int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min);
+double option_double(const char *cmd, const char *opt, const char *v);
 /* Writes to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the folder,
  * so a reader never sees a half-written file and a crash loses nothing old. */
 void write_file_atomic(const char *path, const void *data, size_t len);

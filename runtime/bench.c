@@ -19,13 +19,6 @@
 #include "train.h"
 #include "util.h"
 
-static int64_t int_arg(const char *opt, const char *v) {
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || x < 1) die("bench: %s needs a positive integer, got '%s'", opt, v);
-    return x;
-}
-
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -122,9 +115,9 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i];
         if ((!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--json") || !strcmp(a, "--top")) && i + 1 >= argc)
             die("bench: %s needs a value", a);
-        if (!strcmp(a, "--steps")) steps = int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--warmup")) warmup = int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--top")) top = (int)int_arg(a, argv[++i]);
+        if (!strcmp(a, "--steps")) steps = option_int("bench", a, argv[++i], 1);
+        else if (!strcmp(a, "--warmup")) warmup = option_int("bench", a, argv[++i], 1);
+        else if (!strcmp(a, "--top")) top = (int)option_int("bench", a, argv[++i], 1);
         else if (!strcmp(a, "--json")) json = argv[++i];
         else if (!strcmp(a, "--profile")) show_profile = 1;
         else if (!strcmp(a, "--gemms")) gemms = 1;

@@ -43,6 +43,9 @@ static void write_config(const Plan *pl, const char *dir) {
     json_object_set_new(mmc, "graph", json_string(pl->g->name));
     json_object_set_new(mmc, "plan_hash", json_string(pl->g->hash));
     json_object_set_new(mmc, "policy", json_string(pl->g->policy.name));
+    /* what `mmc generate` compiles again, forward-only at batch 1 */
+    if (pl->g->source) json_object_set_new(mmc, "source", json_string(pl->g->source));
+    if (pl->g->policy.source) json_object_set_new(mmc, "policy_source", json_string(pl->g->policy.source));
     for (int k = 0; k < pl->g->n_config; k++) {
         const ConfigEntry *e = &pl->g->config[k];
         json_object_set_new(mmc, e->key, e->text ? json_string(e->text) : json_real(e->value));

@@ -9,13 +9,6 @@
 #include "train.h"
 #include "util.h"
 
-static int64_t int_arg(const char *opt, const char *v) {
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || end == v || x < 0) die("train: %s needs a non-negative integer, got '%s'", opt, v);
-    return x;
-}
-
 /* `mmc init PLAN_DIR -o DIR [--seed N]`: a run folder at update 0, so another program (the
  * PyTorch reference) can start from the same weights. */
 int cmd_init(int argc, char **argv) {
@@ -23,7 +16,7 @@ int cmd_init(int argc, char **argv) {
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = (uint64_t)int_arg("--seed", argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = (uint64_t)option_int("train", "--seed", argv[++i], 0);
         else if (argv[i][0] == '-') die("init: unknown option %s", argv[i]);
         else dir = argv[i];
     }
@@ -54,14 +47,14 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
         else if (!strcmp(a, "--tokenizer")) o.tokenizer = argv[++i];
-        else if (!strcmp(a, "--steps")) o.steps = int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--batch")) o.batch = int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)int_arg(a, argv[++i]) + 1;
-        else if (!strcmp(a, "--log-interval")) o.log_interval = (int)int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--save-interval")) o.save_interval = (int)int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--inject-inf")) o.inject_inf = int_arg(a, argv[++i]);
-        else if (!strcmp(a, "--stop-after")) o.stop_after = int_arg(a, argv[++i]);
+        else if (!strcmp(a, "--steps")) o.steps = option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--batch")) o.batch = option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)option_int("train", a, argv[++i], 0) + 1;
+        else if (!strcmp(a, "--log-interval")) o.log_interval = (int)option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--save-interval")) o.save_interval = (int)option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--inject-inf")) o.inject_inf = option_int("train", a, argv[++i], 0);
+        else if (!strcmp(a, "--stop-after")) o.stop_after = option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "--force")) o.force = 1;
         else if (a[0] == '-') {

@@ -2,8 +2,10 @@
 # The Hugging Face export loads in transformers as LlamaForCausalLM, without remote code, and
 # computes mmc's numbers: on the first batch of a token file, the loss of transformers'
 # logits (f32, ignoring pad targets as mmc does) equals `mmc step`'s f32 loss within 1e-5
-# relative (two f32 forward passes that sum in different orders), and greedy generation
-# from the exported tokenizer runs. Needs torch and transformers (the GPU machine has both).
+# relative (two f32 forward passes that sum in different orders); and `mmc generate`'s greedy
+# tokens under the fp32 policy, on the GPU and on the CPU, are transformers' greedy
+# `generate` tokens from the same prompt. Needs torch and transformers (the GPU machine has
+# both).
 set -u
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -13,6 +15,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ./mmc train "$tmp/plan" --backend ref --data "$tmp/small.bin" --steps 20 --quiet --out "$tmp/run" || exit 1
 ./mmc export "$tmp/run" --format hf -o "$tmp/hf" >/dev/null || exit 1
 ./mmc step "$tmp/plan32" --backend ref --data "$tmp/small.bin" --init "$tmp/run/model.safetensors" -o "$tmp/g.safetensors" >/dev/null || exit 1
+for backend in cuda ref; do
+  ./mmc generate "$tmp/run" --policy fp32 --backend $backend --prompt "床前明月光" --max-new-tokens 24 --greedy --ids \
+    >"$tmp/gen_$backend" 2>"$tmp/gen_$backend.err" || { cat "$tmp/gen_$backend.err"; exit 1; }
+  tail -1 "$tmp/gen_$backend.err"
+done
 python3 - "$tmp" <<'PY'
 import json, struct, sys
 import torch
@@ -35,6 +42,11 @@ assert rel < 1e-5, rel
 tok = AutoTokenizer.from_pretrained(f"{d}/hf")
 prompt = tok.apply_chat_template([{"role": "user", "content": "你好"}], tokenize=False, add_generation_prompt=True)
 assert prompt.endswith("<|im_start|>assistant\n"), prompt
-out = model.generate(torch.tensor([tok.encode("床前明月光")]), max_new_tokens=8, do_sample=False)
-print("greedy:", repr(tok.decode(out[0])))
+prompt = [1] + tok.encode("床前明月光", add_special_tokens=False)  # <|im_start|> first, as mmc generate does
+out = model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False)[0].tolist()
+for backend in ("cuda", "ref"):
+    mine = [int(x) for x in open(f"{d}/gen_{backend}").read().split("\nids: ")[1].split()]
+    assert mine == out, (backend, mine, out)
+print(f"greedy: mmc generate (cuda and ref) and transformers give the same {len(out) - len(prompt)} tokens:",
+      repr(tok.decode(out[len(prompt):])))
 PY
