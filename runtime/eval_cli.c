@@ -27,6 +27,32 @@ static const Node *count_of_loss(const Plan *pl) {
     die("eval: %s: the loss has no count of targets beside it (a cross-entropy loss has)", pl->path);
 }
 
+double eval_batches(Backend *b, Batcher *bt, int64_t max_batches, double *targets_out, int64_t *batches_out) {
+    const Plan *pl = b->pl;
+    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels"), *count = count_of_loss(pl);
+    int64_t n = bt->rows / bt->batch;
+    if (max_batches > 0 && max_batches < n) n = max_batches;
+    if (n < 1) die("eval: %s has %lld rows, fewer than one batch of %lld", bt->file->path, (long long)bt->rows, (long long)bt->batch);
+    int64_t cells = bt->batch * bt->seq;
+    int32_t *ids = xmalloc((size_t)cells * sizeof *ids), *labels = xmalloc((size_t)cells * sizeof *labels);
+    double sum = 0, targets = 0;
+    for (int64_t k = 0; k < n; k++) {
+        batcher_next(bt, ids, labels);
+        b->write(b, BUF_IO, ids_leaf->offset, ids, cells * (int64_t)sizeof *ids);
+        b->write(b, BUF_IO, labels_leaf->offset, labels, cells * (int64_t)sizeof *labels);
+        b->run_phase(b, PHASE_MICRO);
+        unsigned char raw[8];
+        b->read(b, count->buffer, count->offset, raw, (int64_t)dtype_size(count->dtype));
+        double c = dtype_load(count->dtype, raw, 0), loss = read_loss(b);
+        if (c > 0) sum += loss * c, targets += c;
+    }
+    free(ids), free(labels);
+    if (targets <= 0) die("eval: %s: every target of the %lld batches is padding", bt->file->path, (long long)n);
+    *targets_out = targets;
+    *batches_out = n;
+    return sum / targets;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *dir = NULL, *data = NULL, *init = NULL, *backend = "cuda";
     int64_t max_batches = 0;
@@ -36,7 +62,7 @@ int cmd_eval(int argc, char **argv) {
         if (!strcmp(a, "--data")) data = argv[++i];
         else if (!strcmp(a, "--init")) init = argv[++i];
         else if (!strcmp(a, "--backend")) backend = argv[++i];
-        else if (!strcmp(a, "--batches")) max_batches = strtoll(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--batches")) max_batches = option_int("eval", a, argv[++i], 1);
         else if (a[0] == '-') {
             static const char *const known[] = {"--data", "--init", "--backend", "--batches", NULL};
             die_unknown_option("eval", a, known);
@@ -52,29 +78,14 @@ int cmd_eval(int argc, char **argv) {
     checkpoint_load_weights(b, weights);
     MmcStepState state = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &state, sizeof state);
-    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels"), *count = count_of_loss(pl);
+    const Node *ids_leaf = train_input(pl, "input_ids");
     Batcher *batches = batcher_open(data, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(pl), 0);
-    int64_t n = batches->rows / batches->batch;
-    if (max_batches > 0 && max_batches < n) n = max_batches;
-    if (n < 1) die("eval: %s has %lld rows, fewer than one batch of %lld", data, (long long)batches->rows, (long long)batches->batch);
-    int64_t cells = batches->batch * batches->seq;
-    int32_t *ids = xmalloc((size_t)cells * sizeof *ids), *labels = xmalloc((size_t)cells * sizeof *labels);
-    double sum = 0, targets = 0;
-    for (int64_t k = 0; k < n; k++) {
-        batcher_next(batches, ids, labels);
-        b->write(b, BUF_IO, ids_leaf->offset, ids, cells * (int64_t)sizeof *ids);
-        b->write(b, BUF_IO, labels_leaf->offset, labels, cells * (int64_t)sizeof *labels);
-        b->run_phase(b, PHASE_MICRO);
-        unsigned char raw[8];
-        b->read(b, count->buffer, count->offset, raw, (int64_t)dtype_size(count->dtype));
-        double c = dtype_load(count->dtype, raw, 0), loss = read_loss(b);
-        if (c > 0) sum += loss * c, targets += c;
-    }
-    if (targets <= 0) die("eval: %s: every target of the %lld batches is padding", data, (long long)n);
-    double mean = sum / targets;
+    double targets;
+    int64_t n;
+    double mean = eval_batches(b, batches, max_batches, &targets, &n);
     printf("eval: %s, %lld batches of %lld rows, %.0f targets: loss %.9g, perplexity %.6g\n", data, (long long)n,
            (long long)batches->batch, targets, mean, exp(mean));
-    free(ids), free(labels), free(weights);
+    free(weights);
     batcher_close(batches);
     b->destroy(b);
     return 0;

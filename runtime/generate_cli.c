@@ -23,7 +23,7 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "compile.h"
+#include "forward_plan.h"
 #include "defaults.h"
 #include "init.h"
 #include "plan.h"
@@ -128,7 +128,7 @@ static void add_define(GenerateOptions *o, const char *key, const char *value) {
     vec_push(o->defines, o->n_defines, o->cap_defines, d);
 }
 
-/* Compiles the run's graph forward-only at batch 1 and `seq` into a temp folder; returns it. */
+/* The run's graph forward-only at batch 1 and the seq generation needs, in a temp folder. */
 static char *compile_generate_plan(GenerateOptions *o, const char *run_dir, int64_t *seq_io) {
     const char *graph = o->graph, *policy = o->policy;
     json_t *cfg = NULL, *mmc = NULL;
@@ -179,30 +179,11 @@ static char *compile_generate_plan(GenerateOptions *o, const char *run_dir, int6
             }
         }
     }
-    CompileOptions copt = {0};
-    copt.front.graph_path = graph;
-    copt.front.policy_path = policy;
-    copt.front.defines = o->defines;
-    copt.front.n_defines = o->n_defines;
-    copt.forward_only = 1;
-    CompileResult r = compile_graph(&copt);
-    char tmpl[] = "/tmp/mmc-generate-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir) die("generate: cannot make a temp folder for the plan in /tmp");
-    dir = xstrdup(dir);
-    char *kpath = path_join(dir, "kernels.cu"), *ppath = path_join(dir, "plan");
-    write_file_atomic(kpath, r.kernels, strlen(r.kernels));
-    write_file_atomic(ppath, r.plan, strlen(r.plan));
-    free(kpath), free(ppath), free(cfg_path);
+    char *dir = forward_plan_compile(graph, policy, o->defines, o->n_defines);
+    free(cfg_path);
     if (cfg) json_decref(cfg);
     *seq_io = seq;
     return dir;
-}
-
-static void remove_plan_dir(const char *dir) {
-    char *k = path_join(dir, "kernels.cu"), *p = path_join(dir, "plan");
-    unlink(k), unlink(p), rmdir(dir);
-    free(k), free(p);
 }
 
 /* ---- streaming text */
@@ -365,7 +346,7 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "mmc: generate: %lld tokens in %.2f s, %.1f tokens/s (%s, window of %lld)\n", (long long)made, secs,
                 secs > 0 ? (double)made / secs : 0.0, b->name ? b->name : o.backend, (long long)T);
     b->destroy(b);
-    if (tmp_plan) remove_plan_dir(tmp_plan);
+    if (tmp_plan) forward_plan_remove(tmp_plan);
     free(ids), free(labels), free(raw), free(row), free(work), free(weights), free(run_dir), free(tmp_plan);
     free(prompt.ids);
     tokenizer_free(tok);

@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "defaults.h"
+#include "forward_plan.h"
 #include "init.h"
 #include "util.h"
 
@@ -106,11 +107,19 @@ typedef struct Slot {
 typedef struct Report {
     FILE *metrics;
     double t0, t_last, loss_sum;
+    double paused; /* seconds spent on --val since the last log line, not training */
     int64_t last_logged, steps, epochs, tokens_per_update;
     int interval, quiet;
 } Report;
 
-static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int64_t epoch) {
+/* an evaluation on --val after an update, reported with that update */
+typedef struct ValResult {
+    int64_t update; /* 0: none */
+    double loss, targets, seconds;
+    int64_t batches;
+} ValResult;
+
+static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int64_t epoch, const ValResult *val) {
     const TrainConfig *t = &b->pl->g->train;
     const Node *l = b->pl->g->loss;
     const MmcStepState *st = slot->state;
@@ -119,20 +128,30 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     loss /= t->accumulation;
     r->loss_sum += loss;
     double now = now_seconds();
+    int has_val = val->update == u + 1;
     if (r->metrics) {
-        char loss_s[32], norm_s[32];
+        char loss_s[32], norm_s[32], val_s[96] = "";
         json_number(loss_s, sizeof loss_s, loss);
         json_number(norm_s, sizeof norm_s, st->grad_norm);
+        if (has_val) {
+            char vl[32], vp[32];
+            json_number(vl, sizeof vl, val->loss);
+            json_number(vp, sizeof vp, exp(val->loss));
+            snprintf(val_s, sizeof val_s, ", \"val_loss\": %s, \"val_ppl\": %s", vl, vp);
+        }
         fprintf(r->metrics,
                 "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
-                "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f}\n",
+                "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f%s}\n",
                 (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
-                st->growth_tracker, now - r->t0);
+                st->growth_tracker, now - r->t0, val_s);
         fflush(r->metrics);
     }
+    if (has_val && !r->quiet)
+        printf("Eval(%lld/%lld) val_loss %.4f val_ppl %.3f | %lld batches, %.0f targets, %.2f s\n", (long long)(u + 1),
+               (long long)r->steps, val->loss, exp(val->loss), (long long)val->batches, val->targets, val->seconds);
     if (r->quiet || ((u + 1) % r->interval != 0 && u + 1 != r->steps)) return;
     int64_t n = u + 1 - r->last_logged;
-    double dt = now - r->t_last, per_step = dt / (double)n;
+    double dt = now - r->t_last - r->paused, per_step = dt / (double)n;
     char eta[32];
     duration(eta, sizeof eta, per_step * (double)(r->steps - u - 1));
     printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f lr %.8f | %.1fK tok/s %.1f ms/step | scale %g grad_norm %.4f "
@@ -142,6 +161,7 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
            (double)st->scale, (double)st->grad_norm, st->skipped, eta);
     fflush(stdout);
     r->loss_sum = 0;
+    r->paused = 0;
     r->last_logged = u + 1;
     r->t_last = now;
 }
@@ -289,6 +309,28 @@ int train_run(const TrainOptions *o) {
         snprintf(pos.data_sha256, sizeof pos.data_sha256, "%s", sha);
         snprintf(pos.data_file, sizeof pos.data_file, "%s", slash ? slash + 1 : o->data);
     }
+    /* --val: the same graph forward-only beside the training plan, on its own buffers; it
+     * takes the weights after each eval_interval-th update */
+    Plan *epl = NULL;
+    Backend *eb = NULL;
+    Batcher *val = NULL;
+    char *eval_dir = NULL;
+    void *weights_copy = NULL;
+    int64_t eval_every = o->eval_interval > 0 ? o->eval_interval : 200;
+    if (o->val) {
+        eval_dir = forward_plan_twin(pl);
+        epl = plan_load(eval_dir);
+        eb = backend_open(epl, o->backend, "train --val");
+        init_consts(eb);
+        MmcStepState est = init_state(epl, 1);
+        eb->write(eb, BUF_STATE, 0, &est, sizeof est);
+        val = batcher_open(o->val, B, T, train_model_vocab(pl), 0);
+        if (epl->p->buffer_bytes[BUF_PARAMS] != pl->p->buffer_bytes[BUF_PARAMS])
+            die("train --val: the forward plan's parameters (%lld bytes) are not the training plan's (%lld)",
+                (long long)epl->p->buffer_bytes[BUF_PARAMS], (long long)pl->p->buffer_bytes[BUF_PARAMS]);
+        weights_copy = xmalloc((size_t)pl->p->buffer_bytes[BUF_PARAMS]);
+    }
+    ValResult vres[SLOTS] = {{0}}; /* by update, as the reports lag the updates */
     const char *out = o->out ? o->out : o->resume;
     Report r = {0};
     if (out) {
@@ -344,10 +386,21 @@ int train_run(const TrainOptions *o) {
             pos.rows = data->position; /* the reads of a checkpoint wait for this update */
             checkpoint_save(b, out, &pos);
         }
+        if (eb && ((u + 1) % eval_every == 0 || u + 1 == steps || stop)) {
+            double t0 = now_seconds();
+            b->read(b, BUF_PARAMS, 0, weights_copy, pl->p->buffer_bytes[BUF_PARAMS]); /* waits for this update */
+            eb->write(eb, BUF_PARAMS, 0, weights_copy, pl->p->buffer_bytes[BUF_PARAMS]);
+            ValResult *v = &vres[u % SLOTS];
+            val->position = 0;
+            v->loss = eval_batches(eb, val, o->val_batches, &v->targets, &v->batches);
+            v->update = u + 1;
+            v->seconds = now_seconds() - t0;
+            r.paused += v->seconds;
+        }
         for (; reported <= u - LAG; reported++) {
             Slot *rs = &slot[reported % SLOTS];
             b->wait(b, rs->ticket);
-            report(&r, b, rs, reported, epoch_of[reported % SLOTS]);
+            report(&r, b, rs, reported, epoch_of[reported % SLOTS], &vres[reported % SLOTS]);
         }
         if (stop) {
             u++;
@@ -357,7 +410,13 @@ int train_run(const TrainOptions *o) {
     for (; reported < u; reported++) {
         Slot *rs = &slot[reported % SLOTS];
         b->wait(b, rs->ticket);
-        report(&r, b, rs, reported, epoch_of[reported % SLOTS]);
+        report(&r, b, rs, reported, epoch_of[reported % SLOTS], &vres[reported % SLOTS]);
+    }
+    if (eb) {
+        eb->destroy(eb);
+        batcher_close(val);
+        forward_plan_remove(eval_dir);
+        free(eval_dir), free(weights_copy);
     }
     if (r.metrics) fclose(r.metrics);
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);

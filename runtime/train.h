@@ -25,6 +25,9 @@ typedef struct TrainOptions {
     int quiet;
     int force;            /* --out may replace a run already there */
     const char *tokenizer; /* the tokenizer.json the data was made with, to keep in the run folder */
+    const char *val;       /* a token file to evaluate on, forward only, or NULL */
+    int64_t eval_interval; /* updates between evaluations on val (200 unless told); the last one always */
+    int64_t val_batches;   /* batches of val an evaluation takes: 0, all */
 } TrainOptions;
 
 int train_run(const TrainOptions *o);
@@ -38,6 +41,11 @@ const struct Node *train_input(const struct Plan *pl, const char *name);
 struct Backend *backend_open(struct Plan *pl, const char *name, const char *cmd);
 /* the vocabulary the model can take: the fewest rows of any embedding, classes of any loss */
 uint32_t train_model_vocab(const struct Plan *pl);
+struct Batcher;
+/* The mean loss, each batch weighed by the targets it counts, over the batches of `bt` from
+ * its position: all of the file's, or the first max_batches (> 0). The plan is best a
+ * forward-only one; its state must be initialized. (runtime/eval_cli.c) */
+double eval_batches(struct Backend *b, struct Batcher *bt, int64_t max_batches, double *targets, int64_t *batches);
 /* writes the first batch of a token file to the io buffer */
 void train_load_batch(struct Backend *b, const char *data);
 

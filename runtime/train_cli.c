@@ -47,6 +47,9 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
         else if (!strcmp(a, "--tokenizer")) o.tokenizer = argv[++i];
+        else if (!strcmp(a, "--val")) o.val = argv[++i];
+        else if (!strcmp(a, "--eval-interval")) o.eval_interval = option_int("train", a, argv[++i], 1);
+        else if (!strcmp(a, "--val-batches")) o.val_batches = option_int("train", a, argv[++i], 1);
         else if (!strcmp(a, "--steps")) o.steps = option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--batch")) o.batch = option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_int("train", a, argv[++i], 0);
@@ -61,12 +64,13 @@ int cmd_train(int argc, char **argv) {
             static const char *const known[] = {"--data", "--backend", "--out", "--resume", "--init", "--steps", "--batch",
                                                 "--seed", "--shuffle", "--log-interval", "--save-interval",
                                                 "--inject-inf", "--stop-after", "--quiet", "--force", "--tokenizer",
-                                                NULL};
+                                                "--val", "--eval-interval", "--val-batches", NULL};
             die_unknown_option("train", a, known);
         } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);
     }
     if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");
     if (!o.data) die("train: --data FILE is needed (a token file; see README, \"Token files\")");
+    if ((o.eval_interval || o.val_batches) && !o.val) die("train: --eval-interval and --val-batches need --val FILE");
     return train_run(&o);
 }

@@ -3,7 +3,7 @@
 # Apache licence texts Debian ships, as byte tokens): over 200 updates the mean loss of the
 # last 20 falls at least 1.0 nat below the first 20 (it starts near ln 320 = 5.77; bytes of
 # English text are far from uniform); the ref backend gives the same bits on any number of
-# threads. A second run onto the same --out is refused unless
+# threads. --val evaluates during the run as mmc eval does after it. A second run onto the same --out is refused unless
 # --force. Token files with a bad id or rows of the wrong length are refused before
 # training, naming the byte offset or the lengths.
 set -u
@@ -82,6 +82,19 @@ step=$(./mmc step "$tmp/tiny" --backend ref --data "$tmp/text.bin" --init "$tmp/
 [ -n "$one" ] && [ "$one" = "$step" ] || { echo "eval's loss $one, step's $step"; fail=1; }
 ./mmc eval "$tmp/fwd" --init "$tmp/run" --data "$tmp/text.bin" --backend ref --batches 8 | grep -q "8 batches of 4 rows, .* targets: loss [0-9.]*, perplexity [0-9.]*" \
   || { echo "eval over 8 batches: no mean"; fail=1; }
+# --val: evaluations every --eval-interval updates and after the last, in the log and in
+# metrics.jsonl; the last one is mmc eval's loss of the final weights, bit for bit
+./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --val "$tmp/text.bin" --val-batches 6 --eval-interval 4 \
+  --steps 10 --log-interval 5 --out "$tmp/vrun" >"$tmp/vlog" || { cat "$tmp/vlog"; fail=1; }
+[ "$(grep -c '^Eval(' "$tmp/vlog")" -eq 3 ] || { echo "--val: want 3 Eval lines"; cat "$tmp/vlog"; fail=1; }
+last=$(./mmc eval "$tmp/fwd" --init "$tmp/vrun" --data "$tmp/text.bin" --backend ref --batches 6 | sed -n 's/.*: loss \([^,]*\),.*/\1/p')
+python3 - "$tmp/vrun/metrics.jsonl" "$last" <<'PY' || fail=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["update"] for r in rows if "val_loss" in r] == [4, 8, 10], rows
+assert abs(rows[-1]["val_loss"] - float(sys.argv[2])) <= 1e-8 * abs(float(sys.argv[2])), (rows[-1], sys.argv[2])
+print(f"--val: val_loss at updates 4, 8, 10; the last {rows[-1]['val_loss']} = mmc eval's {sys.argv[2]}")
+PY
 if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
 grep -q "has no backward pass (compiled with --forward)" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend
