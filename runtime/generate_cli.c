@@ -23,7 +23,7 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "forward_plan.h"
+#include "plan_remake.h"
 #include "defaults.h"
 #include "init.h"
 #include "plan.h"
@@ -179,7 +179,7 @@ static char *compile_generate_plan(GenerateOptions *o, const char *run_dir, int6
             }
         }
     }
-    char *dir = forward_plan_compile(graph, policy, o->defines, o->n_defines);
+    char *dir = plan_compile_temp(graph, policy, o->defines, o->n_defines, 1);
     free(cfg_path);
     if (cfg) json_decref(cfg);
     *seq_io = seq;
@@ -346,7 +346,7 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "mmc: generate: %lld tokens in %.2f s, %.1f tokens/s (%s, window of %lld)\n", (long long)made, secs,
                 secs > 0 ? (double)made / secs : 0.0, b->name ? b->name : o.backend, (long long)T);
     b->destroy(b);
-    if (tmp_plan) forward_plan_remove(tmp_plan);
+    if (tmp_plan) plan_remove_temp(tmp_plan);
     free(ids), free(labels), free(raw), free(row), free(work), free(weights), free(run_dir), free(tmp_plan);
     free(prompt.ids);
     tokenizer_free(tok);

@@ -12,8 +12,8 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "defaults.h"
-#include "forward_plan.h"
 #include "init.h"
+#include "plan_remake.h"
 #include "util.h"
 
 const Node *train_input(const Plan *pl, const char *name) {
@@ -318,7 +318,7 @@ int train_run(const TrainOptions *o) {
     void *weights_copy = NULL;
     int64_t eval_every = o->eval_interval > 0 ? o->eval_interval : 200;
     if (o->val) {
-        eval_dir = forward_plan_twin(pl);
+        eval_dir = plan_remake(pl, NULL, 0, 1);
         epl = plan_load(eval_dir);
         eb = backend_open(epl, o->backend, "train --val");
         init_consts(eb);
@@ -415,7 +415,7 @@ int train_run(const TrainOptions *o) {
     if (eb) {
         eb->destroy(eb);
         batcher_close(val);
-        forward_plan_remove(eval_dir);
+        plan_remove_temp(eval_dir);
         free(eval_dir), free(weights_copy);
     }
     if (r.metrics) fclose(r.metrics);

@@ -6,6 +6,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "init.h"
+#include "plan_remake.h"
 #include "train.h"
 #include "util.h"
 
@@ -37,6 +38,8 @@ int cmd_train(int argc, char **argv) {
     o.backend = "cuda";
     o.seed = 1;
     o.save_interval = 1000; /* a long run loses at most this many updates to a crash */
+    Define *settings = NULL;
+    int n_settings = 0, cap_settings = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -47,6 +50,15 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
         else if (!strcmp(a, "--tokenizer")) o.tokenizer = argv[++i];
+        else if (!strcmp(a, "--lr") || !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") || !strcmp(a, "--accumulation")) {
+            /* the graph's settings of these names: the plan is made again with them */
+            const char *key = !strcmp(a, "--lr") ? "lr" : !strcmp(a, "--weight-decay") ? "weight_decay" : a + 2;
+            const char *v = argv[++i];
+            if (!strcmp(key, "accumulation")) option_int("train", a, v, 1);
+            else option_double("train", a, v);
+            Define d = {xstrdup(key), xstrdup(v)};
+            vec_push(settings, n_settings, cap_settings, d);
+        }
         else if (!strcmp(a, "--val")) o.val = argv[++i];
         else if (!strcmp(a, "--eval-interval")) o.eval_interval = option_int("train", a, argv[++i], 1);
         else if (!strcmp(a, "--val-batches")) o.val_batches = option_int("train", a, argv[++i], 1);
@@ -64,7 +76,8 @@ int cmd_train(int argc, char **argv) {
             static const char *const known[] = {"--data", "--backend", "--out", "--resume", "--init", "--steps", "--batch",
                                                 "--seed", "--shuffle", "--log-interval", "--save-interval",
                                                 "--inject-inf", "--stop-after", "--quiet", "--force", "--tokenizer",
-                                                "--val", "--eval-interval", "--val-batches", NULL};
+                                                "--val", "--eval-interval", "--val-batches", "--lr", "--weight-decay",
+                                                "--clip", "--accumulation", NULL};
             die_unknown_option("train", a, known);
         } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);
@@ -72,5 +85,19 @@ int cmd_train(int argc, char **argv) {
     if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");
     if (!o.data) die("train: --data FILE is needed (a token file; see README, \"Token files\")");
     if ((o.eval_interval || o.val_batches) && !o.val) die("train: --eval-interval and --val-batches need --val FILE");
-    return train_run(&o);
+    char *remade = NULL;
+    if (n_settings) {
+        remade = plan_remake(plan_load(o.plan_dir), settings, n_settings, 0);
+        if (!o.quiet) {
+            printf("%s made again with", o.plan_dir);
+            for (int k = 0; k < n_settings; k++) printf(" %s=%s", settings[k].key, settings[k].value);
+            printf("\n");
+        }
+        o.plan_dir = remade;
+    }
+    int rc = train_run(&o);
+    if (remade) plan_remove_temp(remade);
+    for (int k = 0; k < n_settings; k++) free(settings[k].key), free(settings[k].value);
+    free(settings), free(remade);
+    return rc;
 }

@@ -95,6 +95,17 @@ assert [r["update"] for r in rows if "val_loss" in r] == [4, 8, 10], rows
 assert abs(rows[-1]["val_loss"] - float(sys.argv[2])) <= 1e-8 * abs(float(sys.argv[2])), (rows[-1], sys.argv[2])
 print(f"--val: val_loss at updates 4, 8, 10; the last {rows[-1]['val_loss']} = mmc eval's {sys.argv[2]}")
 PY
+# --lr and --clip at train time make the plan again with those settings: the same run as a
+# plan compiled with -D lr=... -D clip=...
+./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 4 --lr 2e-3 --clip 0.5 --quiet --out "$tmp/lr1" || fail=1
+./mmc compile graphs/tiny.lua -D lr=2e-3 -D clip=0.5 -o "$tmp/tiny_lr" --quiet || fail=1
+./mmc train "$tmp/tiny_lr" --backend ref --data "$tmp/text.bin" --steps 4 --quiet --out "$tmp/lr2" || fail=1
+cmp -s <(cut -d, -f1-8 "$tmp/lr1/metrics.jsonl") <(cut -d, -f1-8 "$tmp/lr2/metrics.jsonl") \
+  || { echo "train --lr --clip: not the run of a plan compiled with -D lr -D clip"; fail=1; }
+cmp -s <(cut -d, -f1-8 "$tmp/lr1/metrics.jsonl") <(head -4 "$tmp/run/metrics.jsonl" | cut -d, -f1-8) \
+  && { echo "train --lr: the same run as without"; fail=1; }
+if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 1 --lr abc 2>"$tmp/err"; then echo "--lr abc accepted"; fail=1; fi
+grep -q "train: --lr needs a number, got 'abc'" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
 grep -q "has no backward pass (compiled with --forward)" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend

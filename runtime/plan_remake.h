@@ -1,0 +1,19 @@
+/* plan_remake: a plan's graph compiled again inside another command, into a temp folder:
+ * forward-only for `mmc generate` and train's --val (which evaluates beside the training
+ * plan), or with other settings for train's --lr, --weight-decay, --clip, --accumulation. */
+#ifndef MMC_PLAN_REMAKE_H
+#define MMC_PLAN_REMAKE_H
+
+#include "frontend.h"
+#include "plan.h"
+
+/* Compiles `graph` (with `policy`, a built-in name or a file, or NULL for the graph's own,
+ * and the -D settings) into a new folder under /tmp, forward-only if asked; returns it. */
+char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, int forward_only);
+/* The plan's graph again, with its policy and settings and then `overrides` (replacing the
+ * settings of the same name, each of which the graph must have); forward-only if asked.
+ * The compile options are the defaults. */
+char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, int forward_only);
+void plan_remove_temp(const char *dir);
+
+#endif
