@@ -1,5 +1,6 @@
-# mmc: `make` builds ./mmc; `make test` runs every test that needs no GPU; `make generate`
-# rewrites generated/ from graphs/ and templates/. See README.md.
+# mmc: `make` builds ./mmc; `make demo` runs the main job; `make test` runs every test that
+# needs no GPU (both first install what is missing); `make generate` rewrites generated/ from
+# graphs/ and templates/. See README.md.
 CUDA    ?= /usr/local/cuda
 LUA_INC ?= /usr/include/lua5.4
 LUA_LIB ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
@@ -53,8 +54,18 @@ build/gpu/%: tests/gpu/%.c $(OBJ)
 generate: mmc
 	./mmc compile graphs/minimind.lua -o generated/minimind --quiet
 
-test: mmc $(TESTS)
+# the packages of tests/apt-packages.txt and tests/requirements.txt this machine lacks
+deps:
+	@bash tools/install_deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory mmc $(TESTS)
 	bash tests/run.sh
+
+# the main job: the built-in corpus, training (GPU: MiniMind2-small; CPU: tiny), a plot, text
+demo: deps
+	@$(MAKE) --no-print-directory mmc
+	bash tools/demo.sh
 
 # on a machine with a GPU (see tests/gpu/run.sh)
 gpu-tests: mmc $(GPU_TESTS)
@@ -68,5 +79,5 @@ bench: mmc
 clean:
 	rm -rf build mmc
 
-.PHONY: all generate test gpu-tests test-gpu bench clean
+.PHONY: all deps demo generate test gpu-tests test-gpu bench clean
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -27,6 +27,10 @@ struct Backend {
     int (*fence)(Backend *b);           /* marks the work queued so far; returns a ticket */
     void (*wait)(Backend *b, int ticket); /* until the work before that fence is done */
     const BackendProbe *probe;          /* measurements, where the backend has them (NULL on ref) */
+    /* set after creation: what runs the plan ("NVIDIA H200", "CPU, 2 threads") and its dense
+     * f16 tensor-core peak in FLOP/s where known (0 otherwise), for MFU */
+    const char *device;
+    double peak_flops;
 };
 
 /* What `mmc bench` measures on a device. Times are of device work, by device events. */

@@ -464,6 +464,19 @@ static char *load_source(const Plan *pl) {
     return src;
 }
 
+/* Dense f16/bf16 tensor-core peaks from the datasheets, by device name, for MFU; 0 for the
+ * devices not listed (no MFU is shown for them). */
+static double dense_f16_peak(const char *name) {
+    static const struct {
+        const char *part;
+        double flops;
+    } peaks[] = {{"H200", 989e12}, {"H100 PCIe", 756e12}, {"H100", 989e12}, {"A100", 312e12},
+                 {"L40S", 362e12}, {"RTX 4090", 165e12}, {"T4", 65e12}};
+    for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++)
+        if (strstr(name, peaks[i].part)) return peaks[i].flops;
+    return 0;
+}
+
 Backend *cuda_backend_create(Plan *pl, char **why) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -473,7 +486,7 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     }
     Cuda *c = xcalloc(1, sizeof *c);
     c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy,
-                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe};
+                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe, NULL, 0};
     c->launches[0] = c->launches[1] = -1;
     const char *dbg = getenv("MMC_SYNC");
     c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
@@ -482,6 +495,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     size_t total_mem = 0;
     CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
+    c->base.device = c->prop.name;
+    c->base.peak_flops = dense_f16_peak(c->prop.name);
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "side stream");
     CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming), "event");

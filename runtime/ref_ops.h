@@ -17,4 +17,7 @@ void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, dou
 /* the value rounded where a template rounds inside an op: to t when eager, else to reg */
 double ref_inner_round(const RefOpCtx *c, DType t, double v);
 
+/* the threads the ref backend's matrix products use: MMC_THREADS, else every core */
+int ref_thread_count(void);
+
 #endif

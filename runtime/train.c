@@ -110,7 +110,23 @@ typedef struct Report {
     double paused; /* seconds spent on --val since the last log line, not training */
     int64_t last_logged, steps, epochs, tokens_per_update;
     int interval, quiet;
+    double flops_per_token, peak_flops; /* MFU where the device's peak is known */
+    double last_val;                    /* the latest --val loss, NAN before the first */
 } Report;
+
+/* training FLOPs per token: 6 per parameter (forward and backward), and for each attention
+ * 6 T d over its causal half of the T x T scores (12 T d without the mask) */
+static double flops_per_token(const Plan *pl, int64_t *params) {
+    double n = 0, attn = 0;
+    for (int i = 0; i < pl->g->n_params; i++) n += (double)shape_numel(&pl->g->params[i].node->shape);
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+        const Node *a = pl->g->nodes[i];
+        if (a->op != OP_ATTENTION) continue;
+        attn += 6.0 * (double)a->shape.dim[1] * (double)a->shape.dim[2] * (a->a.causal ? 1 : 2);
+    }
+    *params = (int64_t)n;
+    return 6 * n + attn;
+}
 
 /* an evaluation on --val after an update, reported with that update */
 typedef struct ValResult {
@@ -146,6 +162,7 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
                 st->growth_tracker, now - r->t0, val_s);
         fflush(r->metrics);
     }
+    if (has_val) r->last_val = val->loss;
     if (has_val && !r->quiet)
         printf("Eval(%lld/%lld) val_loss %.4f val_ppl %.3f | %lld batches, %.0f targets, %.2f s\n", (long long)(u + 1),
                (long long)r->steps, val->loss, exp(val->loss), (long long)val->batches, val->targets, val->seconds);
@@ -154,11 +171,15 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     double dt = now - r->t_last - r->paused, per_step = dt / (double)n;
     char eta[32];
     duration(eta, sizeof eta, per_step * (double)(r->steps - u - 1));
-    printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f lr %.8f | %.1fK tok/s %.1f ms/step | scale %g grad_norm %.4f "
+    double tok_s = (double)(n * r->tokens_per_update) / dt;
+    char val_s[32] = "", mfu_s[32] = "";
+    if (!isnan(r->last_val)) snprintf(val_s, sizeof val_s, " val %.4f", r->last_val);
+    if (r->peak_flops > 0) snprintf(mfu_s, sizeof mfu_s, " MFU %.1f%%", 100 * tok_s * r->flops_per_token / r->peak_flops);
+    printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f%s lr %.8f | %.1fK tok/s %.1f ms/step%s | scale %g grad_norm %.4f "
            "skipped %d | ETA %s\n",
            (long long)(epoch > r->epochs ? r->epochs : epoch), (long long)r->epochs, (long long)(u + 1), (long long)r->steps,
-           r->loss_sum / (double)n, st->lr, (double)(n * r->tokens_per_update) / dt / 1e3, 1e3 * per_step,
-           (double)st->scale, (double)st->grad_norm, st->skipped, eta);
+           r->loss_sum / (double)n, val_s, st->lr, tok_s / 1e3, 1e3 * per_step, mfu_s, (double)st->scale,
+           (double)st->grad_norm, st->skipped, eta);
     fflush(stdout);
     r->loss_sum = 0;
     r->paused = 0;
@@ -345,6 +366,16 @@ int train_run(const TrainOptions *o) {
     r.tokens_per_update = B * T * t->accumulation;
     r.t0 = r.t_last = now_seconds();
     r.last_logged = start;
+    r.last_val = NAN;
+    int64_t n_params = 0;
+    r.flops_per_token = flops_per_token(pl, &n_params);
+    r.peak_flops = b->peak_flops;
+    if (!o->quiet) /* the banner: what runs, on what, for how long */
+        printf("mmc train: %s (graph %s, policy %s) | %.2fM parameters | %s: %lld rows of seq %lld | %lld updates of "
+               "%lld x %d rows%s | %s (%s)\n",
+               o->plan_dir, pl->g->name, pl->g->policy.name, (double)n_params / 1e6, o->data, (long long)data->rows,
+               (long long)T, (long long)steps, (long long)B, t->accumulation, o->val ? ", --val" : "", b->name,
+               b->device ? b->device : "?");
 
     size_t batch_bytes = (size_t)(B * T) * sizeof(int32_t), loss_bytes = dtype_size(pl->g->loss->dtype);
     Slot slot[SLOTS];
