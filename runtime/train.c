@@ -373,7 +373,7 @@ int train_run(const TrainOptions *o) {
     if (!o->quiet) /* the banner: what runs, on what, for how long */
         printf("mmc train: %s (graph %s, policy %s) | %.2fM parameters | %s: %lld rows of seq %lld | %lld updates of "
                "%lld x %d rows%s | %s (%s)\n",
-               o->plan_dir, pl->g->name, pl->g->policy.name, (double)n_params / 1e6, o->data, (long long)data->rows,
+               o->plan_name ? o->plan_name : o->plan_dir, pl->g->name, pl->g->policy.name, (double)n_params / 1e6, o->data, (long long)data->rows,
                (long long)T, (long long)steps, (long long)B, t->accumulation, o->val ? ", --val" : "", b->name,
                b->device ? b->device : "?");
 

@@ -9,6 +9,7 @@
 
 typedef struct TrainOptions {
     const char *plan_dir;
+    const char *plan_name; /* what the log calls the plan (plan_dir unless it was made again), or NULL */
     const char *data;
     const char *backend;  /* "ref" or "cuda" */
     const char *out;      /* folder for metrics.jsonl and checkpoints, or NULL */

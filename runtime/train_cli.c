@@ -88,16 +88,15 @@ int cmd_train(int argc, char **argv) {
     char *remade = NULL;
     if (n_settings) {
         remade = plan_remake(plan_load(o.plan_dir), settings, n_settings, 0);
-        if (!o.quiet) {
-            printf("%s made again with", o.plan_dir);
-            for (int k = 0; k < n_settings; k++) printf(" %s=%s", settings[k].key, settings[k].value);
-            printf("\n");
-        }
+        StrBuf name = {0};
+        sb_printf(&name, "%s made again with", o.plan_dir);
+        for (int k = 0; k < n_settings; k++) sb_printf(&name, " %s=%s", settings[k].key, settings[k].value);
+        o.plan_name = name.s;
         o.plan_dir = remade;
     }
     int rc = train_run(&o);
     if (remade) plan_remove_temp(remade);
     for (int k = 0; k < n_settings; k++) free(settings[k].key), free(settings[k].value);
-    free(settings), free(remade);
+    free(settings), free(remade), free((char *)o.plan_name);
     return rc;
 }

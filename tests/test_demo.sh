@@ -9,7 +9,7 @@ fail=0
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then echo "a GPU here: the demo takes its GPU path (not this test's)"; exit 0; fi
 DEMO_STEPS=20 DEMO_OUT="$tmp/demo" bash tools/demo.sh >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
 grep -q "^== make demo: graphs/tiny.lua on the CPU" "$tmp/log" || { echo "no CPU banner"; fail=1; }
-grep -q "^mmc train: build/demo/plan (graph tiny, policy amp_fp16) | .* parameters | build/demo/data.bin: [0-9]* rows of seq 32 | 20 updates" "$tmp/log" \
+grep -q "^mmc train: build/demo/plan made again with lr=3e-3 (graph tiny, policy amp_fp16) | .* parameters | build/demo/data.bin: [0-9]* rows of seq 32 | 20 updates" "$tmp/log" \
   || { echo "no train banner"; fail=1; }
 [ "$(grep -c '^Eval(' "$tmp/log")" -eq 10 ] || { echo "want 10 evaluations"; fail=1; }
 grep -q "^Epoch\[1/1\](20/20) loss [0-9.]* val [0-9.]* lr" "$tmp/log" || { echo "no progress line with the validation loss"; fail=1; }
