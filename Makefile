@@ -9,11 +9,21 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
            -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
 JANSSON ?= $(shell $(CC) -print-file-name=libjansson.a)
-LDLIBS  += $(LUA_LIB) $(JANSSON) -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt -lm -ldl -lpthread
+LDLIBS  += $(LUA_LIB) $(JANSSON) -lm -ldl -lpthread
+OBJDIR  ?= build/obj
+MMC     ?= mmc
 
 MODULES ?= compiler runtime tokenizer
 SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES))))
-OBJ     := $(patsubst %.c,build/obj/%.o,$(SRC)) build/obj/embedded.o
+# Without the CUDA toolkit the compiler and the ref backend still build: runtime/no_cuda.c
+# stands in for the cuda backend and NVRTC, which then say they are absent.
+ifeq ($(wildcard $(CUDA)/include/cuda_runtime.h),)
+CFLAGS  += -DMMC_NO_CUDA
+SRC     := $(filter-out runtime/cuda_backend.c runtime/nvrtc_compile.c,$(SRC))
+else
+LDLIBS  += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt
+endif
+OBJ     := $(patsubst %.c,$(OBJDIR)/%.o,$(SRC)) $(OBJDIR)/embedded.o
 EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.c,build/gpu/%,$(wildcard tests/gpu/test_*.c))
@@ -21,12 +31,12 @@ GPU_TESTS := $(patsubst tests/gpu/%.c,build/gpu/%,$(wildcard tests/gpu/test_*.c)
 -include tokenizer/tokenizer.mk
 
 .DEFAULT_GOAL := all
-all: mmc
+all: $(MMC)
 
-mmc: build/obj/compiler/main.o $(OBJ)
+$(MMC): $(OBJDIR)/compiler/main.o $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj/%.o: %.c
+$(OBJDIR)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -37,7 +47,7 @@ build/embed: tools/embed.c
 build/embedded.c: build/embed $(EMBED)
 	build/embed $(EMBED) > $@.tmp && mv $@.tmp $@
 
-build/obj/embedded.o: build/embedded.c
+$(OBJDIR)/embedded.o: build/embedded.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
