@@ -39,26 +39,43 @@ static void ref_read(Backend *b, int buffer, int64_t offset, void *dst, int64_t 
 
 static void *at(Ref *r, const Node *n) { return r->buf[n->buffer] + n->offset; }
 
+/* a tensor's elements converted to or from their stored dtype, on every core */
+typedef struct Convert {
+    DType from, to; /* settle: round to `from` (the register type), then to `to` under eager */
+    int eager, store;
+    const void *src;
+    void *dst;
+    double *v;
+} Convert;
+
+static void load_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const Convert *c = ctx;
+    for (int64_t i = lo; i < hi; i++) c->v[i] = dtype_load(c->from, c->src, (size_t)i);
+}
+
 static double *load(Ref *r, const Node *x) {
     if (!x->materialized || x->buffer < 0) die("ref backend: %s is read but was never stored", node_label(x));
     int64_t N = shape_numel(&x->shape);
     double *v = xmalloc((size_t)N * sizeof *v);
-    const void *p = at(r, x);
-    for (int64_t i = 0; i < N; i++) v[i] = dtype_load(x->dtype, p, (size_t)i);
+    Convert c = {x->dtype, x->dtype, 0, 0, at(r, x), NULL, v};
+    ref_parallel(N, 4, load_slice, &c);
     return v;
+}
+
+static void settle_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const Convert *c = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        c->v[i] = dtype_round(c->from, c->v[i]);
+        if (c->eager) c->v[i] = dtype_round(c->to, c->v[i]);
+        if (c->store) dtype_store(c->to, c->dst, (size_t)i, c->v[i]);
+    }
 }
 
 /* Rounds a computed value and stores it if the plan says so. */
 static void settle(Ref *r, const RefOpCtx *c, const Node *n, double *v) {
-    int64_t N = shape_numel(&n->shape);
-    for (int64_t i = 0; i < N; i++) {
-        v[i] = dtype_round(c->reg, v[i]);
-        if (c->eager) v[i] = dtype_round(n->dtype, v[i]);
-    }
-    if (n->materialized && n->buffer >= 0) {
-        void *p = at(r, n);
-        for (int64_t i = 0; i < N; i++) dtype_store(n->dtype, p, (size_t)i, v[i]);
-    }
+    int store = n->materialized && n->buffer >= 0;
+    Convert cv = {c->reg, n->dtype, c->eager, store, NULL, store ? at(r, n) : NULL, v};
+    ref_parallel(shape_numel(&n->shape), 8, settle_slice, &cv);
 }
 
 static DType group_reg(const Group *gr) {

@@ -13,17 +13,6 @@ double ref_inner_round(const RefOpCtx *c, DType t, double v) { return dtype_roun
 
 static int64_t last_dim(const Shape *s) { return s->rank ? s->dim[s->rank - 1] : 1; }
 
-static void elementwise(const Node *n, double **in, double *out) {
-    int64_t N = shape_numel(&n->shape), D = last_dim(&n->shape);
-    int64_t sz[IR_MAX_INPUTS];
-    for (int k = 0; k < n->n_in; k++) sz[k] = shape_numel(&n->in[k]->shape);
-    double x[IR_MAX_INPUTS];
-    for (int64_t i = 0; i < N; i++) {
-        for (int k = 0; k < n->n_in; k++) x[k] = (op_info[n->op].row_in >> k & 1) ? in[k][i / D] : in[k][i % sz[k]];
-        out[i] = op_info[n->op].eval(x, n);
-    }
-}
-
 /* ---- rows of a product on every core. Each output row is one thread's, and its sums run
  * in the same order whatever the thread count, so results do not depend on it. MMC_THREADS
  * sets the count (default: the cores online). */
@@ -68,6 +57,38 @@ static void parallel_rows(const Rows *r, int64_t rows) {
         part[i] = *r;
         part[i].lo = rows * i / t, part[i].hi = rows * (i + 1) / t;
         if (pthread_create(&th[i], NULL, rows_thread, &part[i])) die("ref: cannot start a thread");
+    }
+    for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+    free(th), free(part);
+}
+
+/* ---- any loop whose items are independent, on every core: fn(ctx, lo, hi) over contiguous
+ * slices of [0, n). Each item is computed as it would be alone, so results do not depend on
+ * the thread count; `cost` (work per item) keeps small loops on one thread. */
+typedef struct Slice {
+    void (*fn)(const void *ctx, int64_t lo, int64_t hi);
+    const void *ctx;
+    int64_t lo, hi;
+} Slice;
+
+static void *slice_thread(void *arg) {
+    Slice *s = arg;
+    s->fn(s->ctx, s->lo, s->hi);
+    return NULL;
+}
+
+void ref_parallel(int64_t n, int64_t cost, void (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx) {
+    int t = ref_threads();
+    if (t > n) t = (int)(n > 0 ? n : 1);
+    if (t == 1 || n * cost < (1 << 16)) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_t *th = xcalloc((size_t)t, sizeof *th);
+    Slice *part = xcalloc((size_t)t, sizeof *part);
+    for (int i = 0; i < t; i++) {
+        part[i] = (Slice){fn, ctx, n * i / t, n * (i + 1) / t};
+        if (pthread_create(&th[i], NULL, slice_thread, &part[i])) die("ref: cannot start a thread");
     }
     for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
     free(th), free(part);
@@ -149,11 +170,38 @@ static void gemm(const Node *n, double **in, double *out) {
     }
 }
 
+/* what the slices of one op share */
+typedef struct OpArgs {
+    const RefOpCtx *c;
+    const Node *n;
+    double **in, *out, **parts;
+} OpArgs;
+
+static void elementwise_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    int64_t D = last_dim(&n->shape), sz[IR_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++) sz[k] = shape_numel(&n->in[k]->shape);
+    double x[IR_MAX_INPUTS];
+    for (int64_t i = lo; i < hi; i++) {
+        for (int k = 0; k < n->n_in; k++) x[k] = (op_info[n->op].row_in >> k & 1) ? a->in[k][i / D] : a->in[k][i % sz[k]];
+        a->out[i] = op_info[n->op].eval(x, n);
+    }
+}
+
+static void elementwise(const Node *n, double **in, double *out) {
+    OpArgs a = {NULL, n, in, out, NULL};
+    ref_parallel(shape_numel(&n->shape), 8, elementwise_slice, &a);
+}
+
 /* The row factor is rounded to the op's dtype before the product, as torch's rsqrt result is
  * a tensor of it; the factors are the part (for scale_rows in the backward pass). */
-static void rms_normalize(const Node *n, double **in, double *out, double **parts) {
-    int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
-    for (int64_t r = 0; r < rows; r++) {
+static void rms_normalize_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    double **in = a->in, *out = a->out, **parts = a->parts;
+    int64_t D = last_dim(&n->shape);
+    for (int64_t r = lo; r < hi; r++) {
         const double *x = in[0] + r * D;
         double ss = 0;
         for (int64_t j = 0; j < D; j++) ss += x[j] * x[j];
@@ -163,9 +211,18 @@ static void rms_normalize(const Node *n, double **in, double *out, double **part
     }
 }
 
-static void rms_normalize_backward(const Node *n, double **in, double *out) {
-    int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
-    for (int64_t r = 0; r < rows; r++) {
+static void rms_normalize(const Node *n, double **in, double *out, double **parts) {
+    OpArgs a = {NULL, n, in, out, parts};
+    int64_t D = last_dim(&n->shape);
+    ref_parallel(shape_numel(&n->shape) / D, 3 * D, rms_normalize_slice, &a);
+}
+
+static void rms_normalize_backward_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    double **in = a->in, *out = a->out;
+    int64_t D = last_dim(&n->shape);
+    for (int64_t r = lo; r < hi; r++) {
         const double *dy = in[0] + r * D, *x = in[1] + r * D;
         double ss = 0, sdx = 0;
         for (int64_t j = 0; j < D; j++) ss += x[j] * x[j], sdx += dy[j] * x[j];
@@ -175,11 +232,20 @@ static void rms_normalize_backward(const Node *n, double **in, double *out) {
     }
 }
 
+static void rms_normalize_backward(const Node *n, double **in, double *out) {
+    OpArgs a = {NULL, n, in, out, NULL};
+    int64_t D = last_dim(&n->shape);
+    ref_parallel(shape_numel(&n->shape) / D, 4 * D, rms_normalize_backward_slice, &a);
+}
+
 /* x [B,T,heads*hd]; cos/sin rows indexed by position t */
-static void rope(const RefOpCtx *c, const Node *n, double **in, double *out) {
+static void rope_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const RefOpCtx *c = a->c;
+    const Node *n = a->n;
+    double **in = a->in, *out = a->out;
     int64_t row = n->shape.dim[2], hd = row / n->a.heads, half = hd / 2, T = n->shape.dim[1];
-    int64_t N = shape_numel(&n->shape);
-    for (int64_t i = 0; i < N; i++) {
+    for (int64_t i = lo; i < hi; i++) {
         int64_t j = i % hd, t = (i / row) % T;
         double cs = in[1][t * hd + j], sn = in[2][t * hd + j];
         if (n->op == OP_ROPE) {
@@ -194,36 +260,48 @@ static void rope(const RefOpCtx *c, const Node *n, double **in, double *out) {
     }
 }
 
-static void attention(const Node *n, double **in, double *out, double **parts) {
+static void rope(const RefOpCtx *c, const Node *n, double **in, double *out) {
+    OpArgs a = {c, n, in, out, NULL};
+    ref_parallel(shape_numel(&n->shape), 8, rope_slice, &a);
+}
+
+/* one query row (b, h, i) a item, in that order */
+static void attention_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    double **in = a->in, *out = a->out, **parts = a->parts;
     const Shape *q = &n->in[0]->shape;
-    int64_t B = q->dim[0], T = q->dim[1], H = n->a.heads, KV = n->a.kv_heads, hd = q->dim[2] / H;
+    int64_t T = q->dim[1], H = n->a.heads, KV = n->a.kv_heads, hd = q->dim[2] / H;
     double scale = 1.0 / sqrt((double)hd);
     double *s = xmalloc((size_t)T * sizeof *s);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            int64_t kvh = h / (H / KV);
-            for (int64_t i = 0; i < T; i++) {
-                const double *qi = in[0] + (b * T + i) * H * hd + h * hd;
-                int64_t n_keys = n->a.causal ? i + 1 : T;
-                double m = -INFINITY, l = 0;
-                for (int64_t j = 0; j < n_keys; j++) {
-                    const double *kj = in[1] + (b * T + j) * KV * hd + kvh * hd;
-                    double d = 0;
-                    for (int64_t e = 0; e < hd; e++) d += qi[e] * kj[e];
-                    s[j] = d * scale;
-                    if (s[j] > m) m = s[j];
-                }
-                for (int64_t j = 0; j < n_keys; j++) l += s[j] = exp(s[j] - m);
-                double *o = out + (b * T + i) * H * hd + h * hd;
-                for (int64_t e = 0; e < hd; e++) {
-                    double acc = 0;
-                    for (int64_t j = 0; j < n_keys; j++) acc += s[j] * in[2][(b * T + j) * KV * hd + kvh * hd + e];
-                    o[e] = acc / l;
-                }
-                if (parts[0]) parts[0][(b * H + h) * T + i] = m + log(l);
-            }
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t i = row % T, h = row / T % H, b = row / (T * H), kvh = h / (H / KV);
+        const double *qi = in[0] + (b * T + i) * H * hd + h * hd;
+        int64_t n_keys = n->a.causal ? i + 1 : T;
+        double m = -INFINITY, l = 0;
+        for (int64_t j = 0; j < n_keys; j++) {
+            const double *kj = in[1] + (b * T + j) * KV * hd + kvh * hd;
+            double d = 0;
+            for (int64_t e = 0; e < hd; e++) d += qi[e] * kj[e];
+            s[j] = d * scale;
+            if (s[j] > m) m = s[j];
         }
+        for (int64_t j = 0; j < n_keys; j++) l += s[j] = exp(s[j] - m);
+        double *o = out + (b * T + i) * H * hd + h * hd;
+        for (int64_t e = 0; e < hd; e++) {
+            double acc = 0;
+            for (int64_t j = 0; j < n_keys; j++) acc += s[j] * in[2][(b * T + j) * KV * hd + kvh * hd + e];
+            o[e] = acc / l;
+        }
+        if (parts[0]) parts[0][(b * H + h) * T + i] = m + log(l);
+    }
     free(s);
+}
+
+static void attention(const Node *n, double **in, double *out, double **parts) {
+    OpArgs a = {NULL, n, in, out, parts};
+    const Shape *q = &n->in[0]->shape;
+    ref_parallel(q->dim[0] * n->a.heads * q->dim[1], 4 * q->dim[1] * (q->dim[2] / n->a.heads), attention_slice, &a);
 }
 
 /* The gradient of attention, as its two kernels split it. With p = exp(s * scale - lse),
@@ -247,61 +325,77 @@ static double dot(const double *a, const double *b, int64_t n) {
     return s;
 }
 
-/* in: dO, q, k, v, O, lse; out: dq; parts: dsum [B, H, T] */
-static void attention_backward_dq(const Node *n, double **in, double *dq, double **parts) {
+/* in: dO, q, k, v, O, lse; out: dq; parts: dsum [B, H, T]. One query row (b, h, i) an item. */
+static void attention_backward_dq_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
     AttnDims d = attn_dims(n);
+    double **in = a->in, *dq = a->out, **parts = a->parts;
     const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *O = in[4], *lse = in[5];
-    memset(dq, 0, (size_t)shape_numel(&n->shape) * sizeof *dq);
-    for (int64_t b = 0; b < d.B; b++)
-        for (int64_t h = 0; h < d.H; h++) {
-            int64_t kvh = h / (d.H / d.KV);
-            for (int64_t i = 0; i < d.T; i++) {
-                int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd;
-                double di = dot(dO + qo, O + qo, d.hd);
-                if (parts[0]) parts[0][(b * d.H + h) * d.T + i] = di;
-                int64_t n_keys = n->a.causal ? i + 1 : d.T;
-                for (int64_t j = 0; j < n_keys; j++) {
-                    int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
-                    double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[(b * d.H + h) * d.T + i]);
-                    double ds = p * (dot(dO + qo, V + ko, d.hd) - di);
-                    for (int64_t e = 0; e < d.hd; e++) dq[qo + e] += ds * K[ko + e] * d.scale;
-                }
-            }
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t i = row % d.T, h = row / d.T % d.H, b = row / (d.T * d.H), kvh = h / (d.H / d.KV);
+        int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd;
+        for (int64_t e = 0; e < d.hd; e++) dq[qo + e] = 0;
+        double di = dot(dO + qo, O + qo, d.hd);
+        if (parts[0]) parts[0][(b * d.H + h) * d.T + i] = di;
+        int64_t n_keys = n->a.causal ? i + 1 : d.T;
+        for (int64_t j = 0; j < n_keys; j++) {
+            int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
+            double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[(b * d.H + h) * d.T + i]);
+            double ds = p * (dot(dO + qo, V + ko, d.hd) - di);
+            for (int64_t e = 0; e < d.hd; e++) dq[qo + e] += ds * K[ko + e] * d.scale;
         }
+    }
 }
 
-/* in: dO, q, k, v, lse, dsum; out: dk; parts: dv */
-static void attention_backward_dkv(const Node *n, double **in, double *dk, double **parts) {
+static void attention_backward_dq(const Node *n, double **in, double *dq, double **parts) {
+    OpArgs a = {NULL, n, in, dq, parts};
     AttnDims d = attn_dims(n);
-    const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *lse = in[4], *dsum = in[5];
-    double *dv = parts[0];
-    memset(dk, 0, (size_t)shape_numel(&n->shape) * sizeof *dk);
-    memset(dv, 0, (size_t)shape_numel(&n->shape) * sizeof *dv);
-    for (int64_t b = 0; b < d.B; b++)
-        for (int64_t h = 0; h < d.H; h++) {
-            int64_t kvh = h / (d.H / d.KV);
-            for (int64_t i = 0; i < d.T; i++) {
-                int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd, st = (b * d.H + h) * d.T + i;
-                int64_t n_keys = n->a.causal ? i + 1 : d.T;
-                for (int64_t j = 0; j < n_keys; j++) {
-                    int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
-                    double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[st]);
-                    double ds = p * (dot(dO + qo, V + ko, d.hd) - dsum[st]);
-                    for (int64_t e = 0; e < d.hd; e++) {
-                        dk[ko + e] += ds * Q[qo + e] * d.scale;
-                        dv[ko + e] += p * dO[qo + e];
-                    }
-                }
-            }
-        }
+    ref_parallel(d.B * d.H * d.T, 6 * d.T * d.hd, attention_backward_dq_slice, &a);
 }
 
-/* in: logits, labels; out: mean loss; parts: stats [rows,3] (max, log-sum, row loss), count */
-static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
-    const Shape *s = &n->in[0]->shape;
-    int64_t V = last_dim(s), rows = shape_numel(s) / V;
-    double total = 0, kept = 0;
-    for (int64_t r = 0; r < rows; r++) {
+/* in: dO, q, k, v, lse, dsum; out: dk; parts: dv. One key row (b, kv head, j) an item; its
+ * sums run over the group's query heads and then the queries in order, the order of a loop
+ * over (b, h, i, j). */
+static void attention_backward_dkv_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    AttnDims d = attn_dims(n);
+    double **in = a->in, *dk = a->out, *dv = a->parts[0];
+    const double *dO = in[0], *Q = in[1], *K = in[2], *V = in[3], *lse = in[4], *dsum = in[5];
+    int64_t rep = d.H / d.KV;
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t j = row % d.T, kvh = row / d.T % d.KV, b = row / (d.T * d.KV);
+        int64_t ko = (b * d.T + j) * d.KV * d.hd + kvh * d.hd;
+        for (int64_t e = 0; e < d.hd; e++) dk[ko + e] = dv[ko + e] = 0;
+        for (int64_t h = kvh * rep; h < (kvh + 1) * rep; h++)
+            for (int64_t i = n->a.causal ? j : 0; i < d.T; i++) {
+                int64_t qo = (b * d.T + i) * d.H * d.hd + h * d.hd, st = (b * d.H + h) * d.T + i;
+                double p = exp(dot(Q + qo, K + ko, d.hd) * d.scale - lse[st]);
+                double ds = p * (dot(dO + qo, V + ko, d.hd) - dsum[st]);
+                for (int64_t e = 0; e < d.hd; e++) {
+                    dk[ko + e] += ds * Q[qo + e] * d.scale;
+                    dv[ko + e] += p * dO[qo + e];
+                }
+            }
+    }
+}
+
+static void attention_backward_dkv(const Node *n, double **in, double *dk, double **parts) {
+    OpArgs a = {NULL, n, in, dk, parts};
+    AttnDims d = attn_dims(n);
+    ref_parallel(d.B * d.KV * d.T, 8 * (d.H / d.KV) * d.T * d.hd, attention_backward_dkv_slice, &a);
+}
+
+/* in: logits, labels; out: mean loss; parts: stats [rows,3] (max, log-sum, row loss), count.
+ * The rows on every core into the stats, then their losses summed in row order. */
+static void cross_entropy_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const RefOpCtx *c = a->c;
+    const Node *n = a->n;
+    double **in = a->in, *stats = a->parts[2];
+    int64_t V = last_dim(&n->in[0]->shape);
+    for (int64_t r = lo; r < hi; r++) {
         const double *x = in[0] + r * V;
         double m = -INFINITY, sum = 0;
         for (int64_t j = 0; j < V; j++)
@@ -310,24 +404,38 @@ static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double 
         double logsum = log(sum);
         int64_t t = (int64_t)in[1][r];
         double loss = 0;
-        if (t != n->a.ignore_index) {
-            loss = dtype_round(c->reg, -ref_inner_round(c, n->compute, (x[t] - m) - logsum));
-            kept += 1;
-        }
-        total += loss;
-        if (parts[0]) parts[0][r * 3] = m, parts[0][r * 3 + 1] = logsum, parts[0][r * 3 + 2] = loss;
+        if (t != n->a.ignore_index) loss = dtype_round(c->reg, -ref_inner_round(c, n->compute, (x[t] - m) - logsum));
+        stats[r * 3] = m, stats[r * 3 + 1] = logsum, stats[r * 3 + 2] = loss;
     }
+}
+
+static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
+    const Shape *s = &n->in[0]->shape;
+    int64_t V = last_dim(s), rows = shape_numel(s) / V;
+    double *stats = parts[0] ? parts[0] : xmalloc((size_t)rows * 3 * sizeof *stats);
+    double *p3[3] = {parts[0], parts[1], stats};
+    OpArgs a = {c, n, in, out, p3};
+    ref_parallel(rows, 3 * V, cross_entropy_slice, &a);
+    double total = 0, kept = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        total += stats[r * 3 + 2];
+        kept += (int64_t)in[1][r] != n->a.ignore_index;
+    }
+    if (!parts[0]) free(stats);
     /* the template sums in double, then divides in the register type */
     out[0] = dtype_round(c->reg, dtype_round(c->reg, total) / dtype_round(c->reg, kept));
     if (parts[1]) parts[1][0] = kept;
 }
 
 /* in: dloss, logits, labels, stats, count */
-static void cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out) {
-    const Shape *s = &n->shape;
-    int64_t V = last_dim(s), rows = shape_numel(s) / V;
+static void cross_entropy_backward_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const RefOpCtx *c = a->c;
+    const Node *n = a->n;
+    double **in = a->in, *out = a->out;
+    int64_t V = last_dim(&n->shape);
     double g = dtype_round(c->reg, in[0][0] / in[4][0]);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = lo; r < hi; r++) {
         int64_t t = (int64_t)in[2][r];
         double m = in[3][r * 3], logsum = in[3][r * 3 + 1];
         double d = t == n->a.ignore_index ? 0.0 : ref_inner_round(c, n->compute, -g);
@@ -336,6 +444,12 @@ static void cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in
             out[r * V + j] = (j == t ? d : 0.0) - exp(lp) * d;
         }
     }
+}
+
+static void cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out) {
+    OpArgs a = {c, n, in, out, NULL};
+    int64_t V = last_dim(&n->shape);
+    ref_parallel(shape_numel(&n->shape) / V, 3 * V, cross_entropy_backward_slice, &a);
 }
 
 static void embedding(const Node *n, double **in, double *out) {
@@ -359,23 +473,40 @@ static void embedding_sort(const Node *n, double **in, double *out, double **par
     free(next);
 }
 
-/* in: dy, ids (the sorted order and starts are for the GPU's summation order) */
-static void embedding_backward(const Node *n, double **in, double *out) {
-    int64_t D = n->shape.dim[1], rows = shape_numel(&n->in[1]->shape);
-    memset(out, 0, (size_t)shape_numel(&n->shape) * sizeof *out);
+/* in: dy, ids (the sorted order and starts are for the GPU's summation order). Columns j
+ * an item: each element sums its rows in row order. */
+static void embedding_backward_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    const Node *n = a->n;
+    int64_t D = n->shape.dim[1], rows = shape_numel(&n->in[1]->shape), V = n->shape.dim[0];
+    for (int64_t v = 0; v < V; v++)
+        for (int64_t j = lo; j < hi; j++) a->out[v * D + j] = 0;
     for (int64_t r = 0; r < rows; r++) {
-        int64_t id = (int64_t)in[1][r];
-        for (int64_t j = 0; j < D; j++) out[id * D + j] += in[0][r * D + j];
+        int64_t id = (int64_t)a->in[1][r];
+        for (int64_t j = lo; j < hi; j++) a->out[id * D + j] += a->in[0][r * D + j];
+    }
+}
+
+static void embedding_backward(const Node *n, double **in, double *out) {
+    OpArgs a = {NULL, n, in, out, NULL};
+    ref_parallel(n->shape.dim[1], shape_numel(&n->in[1]->shape) + n->shape.dim[0], embedding_backward_slice, &a);
+}
+
+/* columns j an item, each summing its rows in order */
+static void sums_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const OpArgs *a = ctx;
+    int64_t C = shape_numel(&a->n->shape), M = shape_numel(&a->n->in[0]->shape) / C;
+    for (int64_t j = lo; j < hi; j++) {
+        double s = 0;
+        for (int64_t m = 0; m < M; m++) s += a->in[0][m * C + j];
+        a->out[j] = s;
     }
 }
 
 static void sums(const Node *n, double **in, double *out) {
-    int64_t C = shape_numel(&n->shape), M = shape_numel(&n->in[0]->shape) / C;
-    for (int64_t j = 0; j < C; j++) {
-        double s = 0;
-        for (int64_t m = 0; m < M; m++) s += in[0][m * C + j];
-        out[j] = s;
-    }
+    OpArgs a = {NULL, n, in, out, NULL};
+    int64_t C = shape_numel(&n->shape);
+    ref_parallel(C, shape_numel(&n->in[0]->shape) / C, sums_slice, &a);
 }
 
 void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {

@@ -17,7 +17,10 @@ void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, dou
 /* the value rounded where a template rounds inside an op: to t when eager, else to reg */
 double ref_inner_round(const RefOpCtx *c, DType t, double v);
 
-/* the threads the ref backend's matrix products use: MMC_THREADS, else every core */
+/* the threads the ref backend uses: MMC_THREADS, else every core */
 int ref_thread_count(void);
+/* fn(ctx, lo, hi) over contiguous slices of [0, n) on those threads, for loops whose items
+ * are independent; `cost` is the work of an item (small loops stay on one thread) */
+void ref_parallel(int64_t n, int64_t cost, void (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx);
 
 #endif
