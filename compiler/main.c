@@ -21,7 +21,7 @@ static const struct {
     {"step", cmd_step, "step PLAN_DIR --data FILE --init W.safetensors [--backend ref|cuda] -o GRADS.safetensors"},
     {"bench", cmd_bench, "bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--json FILE]   the step's speed on the GPU"},
     {"tokenizer", cmd_tokenizer, "tokenizer train|encode|decode|bench ...   byte-level BPE tokenizers (tokenizer.json)"},
-    {"eval", cmd_eval, "eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--batches N]   mean loss and perplexity"},
+    {"eval", cmd_eval, "eval RUN_DIR|PLAN_DIR [--init RUN_DIR|W.safetensors] --data FILE [--batches N]   mean loss and perplexity"},
     {"generate", cmd_generate, "generate RUN_DIR|W.safetensors --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--greedy]   text from a model"},
     {"plot", cmd_plot, "plot RUN_DIR... [-o OUT.png]   loss, lr, loss scale and grad norm of runs, overlaid (gnuplot)"},
     {"data", cmd_data, "data CORPUS.jsonl --tokenizer FILE --seq 512 -o train.bin [--val F] [--pack]   jsonl -> token files"},

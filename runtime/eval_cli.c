@@ -1,7 +1,8 @@
-/* eval_cli: `mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--batches N]`: the
- * mean loss and perplexity of given weights over a token file's batches, in file order. The
- * plan is best a forward-only one (`mmc compile --forward`, same batch and seq as the data
- * wants); a training plan gives the same losses, running its backward pass for nothing. The
+/* eval_cli: `mmc eval RUN_DIR --data FILE`, or `mmc eval PLAN_DIR --init RUN_DIR|W.safetensors
+ * --data FILE [--batches N]`: the mean loss and perplexity of given weights over a token
+ * file's batches, in file order. A run folder's graph is compiled again forward-only, at the
+ * run's batch and the data's seq; a plan given is best a forward-only one (`mmc compile
+ * --forward`); a training plan gives the same losses, running its backward pass for nothing. The
  * mean weighs each batch by the targets it counts (pads left out), as one batch of them all
  * would. */
 #include <math.h>
@@ -9,12 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "data.h"
 #include "init.h"
+#include "plan_remake.h"
+#include "tokens.h"
 #include "train.h"
 #include "util.h"
 
@@ -68,8 +72,27 @@ int cmd_eval(int argc, char **argv) {
             die_unknown_option("eval", a, known);
         } else dir = a;
     }
-    if (!dir || !data || !init)
-        die("eval: usage: mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE [--backend ref|cuda] [--batches N]");
+    if (!dir || !data)
+        die("eval: usage: mmc eval RUN_DIR --data FILE, or mmc eval PLAN_DIR --init RUN_DIR|W.safetensors --data FILE "
+            "[--backend ref|cuda] [--batches N]");
+    /* a run folder: its graph compiled forward-only at its batch and the data's seq */
+    char *plan_file = path_join(dir, "plan"), *cfg = path_join(dir, "config.json"), *tmp_plan = NULL;
+    if (access(plan_file, R_OK) != 0 && access(cfg, R_OK) == 0) {
+        TokenFile *f = tokens_open(data, 0);
+        char seq[32]; /* a file of rows says its seq; a stream of tokens takes the run's */
+        char *trained = f->row_length ? NULL : run_setting(dir, "seq");
+        snprintf(seq, sizeof seq, "%s", trained ? trained : "");
+        if (f->row_length) snprintf(seq, sizeof seq, "%u", f->row_length - 1);
+        free(trained);
+        tokens_close(f);
+        if (!seq[0]) die("eval: %s names no seq and %s has no rows: give a plan and --init", dir, data);
+        const Define settings[] = {{"seq", seq}, {"accumulation", "1"}};
+        tmp_plan = plan_from_run("eval", dir, NULL, NULL, settings, 2, 1);
+        if (!init) init = dir;
+        dir = tmp_plan;
+    }
+    free(plan_file), free(cfg);
+    if (!init) die("eval: %s is a plan: give the weights with --init RUN_DIR|W.safetensors", dir);
     Plan *pl = plan_load(dir);
     Backend *b = backend_open(pl, backend, "eval");
     init_consts(b);
@@ -88,5 +111,7 @@ int cmd_eval(int argc, char **argv) {
     free(weights);
     batcher_close(batches);
     b->destroy(b);
+    if (tmp_plan) plan_remove_temp(tmp_plan);
+    free(tmp_plan);
     return 0;
 }

@@ -18,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "backend.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -130,60 +128,21 @@ static void add_define(GenerateOptions *o, const char *key, const char *value) {
 
 /* The run's graph forward-only at batch 1 and the seq generation needs, in a temp folder. */
 static char *compile_generate_plan(GenerateOptions *o, const char *run_dir, int64_t *seq_io) {
-    const char *graph = o->graph, *policy = o->policy;
-    json_t *cfg = NULL, *mmc = NULL;
-    char *cfg_path = run_dir ? path_join(run_dir, "config.json") : NULL;
-    if (cfg_path) {
-        json_error_t err;
-        cfg = json_load_file(cfg_path, 0, &err);
-        if (!cfg) die("generate: %s:%d: %s", cfg_path, err.line, err.text);
-        mmc = json_object_get(cfg, "mmc");
-    }
-    if (!graph && mmc && json_is_string(json_object_get(mmc, "source"))) graph = json_string_value(json_object_get(mmc, "source"));
-    if (!graph)
-        die("generate: %s names no graph file: give it with --graph FILE (and the -D settings it was trained with), "
-            "or a forward plan with --plan DIR", cfg_path ? cfg_path : o->weights);
-    if (access(graph, R_OK) != 0)
-        die("generate: the graph file %s (from %s) cannot be read from here: give it with --graph FILE", graph,
-            cfg_path ? cfg_path : "--graph");
-    /* the run's policy file where it is one (a built-in policy is known by its name) */
-    const char *psrc = mmc ? json_string_value(json_object_get(mmc, "policy_source")) : NULL;
-    if (!policy && psrc && access(psrc, R_OK) == 0) policy = psrc;
-    if (!policy && mmc && json_is_string(json_object_get(mmc, "policy"))) policy = json_string_value(json_object_get(mmc, "policy"));
     /* the trained seq bounds the window; the plan takes what the prompt and new tokens need */
-    int64_t trained = 0;
-    if (mmc && json_is_number(json_object_get(mmc, "seq"))) trained = (int64_t)json_number_value(json_object_get(mmc, "seq"));
+    char *trained_s = run_dir ? run_setting(run_dir, "seq") : NULL;
+    int64_t trained = trained_s ? strtoll(trained_s, NULL, 10) : 0;
+    free(trained_s);
     for (int i = 0; i < o->n_defines; i++)
         if (!strcmp(o->defines[i].key, "seq")) trained = strtoll(o->defines[i].value, NULL, 10);
     int64_t seq = (*seq_io + 63) / 64 * 64;
     if (trained > 0 && seq > trained) seq = trained;
     char num[32];
     snprintf(num, sizeof num, "%lld", (long long)seq);
-    int had_seq = 0;
-    for (int i = 0; i < o->n_defines; i++) had_seq |= !strcmp(o->defines[i].key, "seq");
-    if (!had_seq) add_define(o, "seq", num);
+    add_define(o, "seq", num);
     add_define(o, "batch", "1");
     add_define(o, "accumulation", "1");
-    if (mmc) { /* every other setting the run was trained with */
-        const char *key;
-        json_t *v;
-        json_object_foreach(mmc, key, v) {
-            if (!strcmp(key, "graph") || !strcmp(key, "plan_hash") || !strcmp(key, "policy") || !strcmp(key, "source") ||
-                !strcmp(key, "policy_source"))
-                continue;
-            if (json_is_string(v)) add_define(o, key, json_string_value(v));
-            else if (json_is_number(v)) {
-                char text[40];
-                snprintf(text, sizeof text, "%.17g", json_number_value(v));
-                add_define(o, key, text);
-            }
-        }
-    }
-    char *dir = plan_compile_temp(graph, policy, o->defines, o->n_defines, 1);
-    free(cfg_path);
-    if (cfg) json_decref(cfg);
     *seq_io = seq;
-    return dir;
+    return plan_from_run("generate", run_dir, o->graph, o->policy, o->defines, o->n_defines, 1);
 }
 
 /* ---- streaming text */

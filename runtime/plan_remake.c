@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "compile.h"
 #include "util.h"
 
@@ -59,4 +61,68 @@ void plan_remove_temp(const char *dir) {
     char *k = path_join(dir, "kernels.cu"), *p = path_join(dir, "plan");
     unlink(k), unlink(p), rmdir(dir);
     free(k), free(p);
+}
+
+/* the "mmc" section of RUN_DIR/config.json, or NULL without a run folder; dies on bad JSON */
+static json_t *run_json(const char *cmd, const char *run_dir, json_t **root) {
+    *root = NULL;
+    if (!run_dir) return NULL;
+    char *path = path_join(run_dir, "config.json");
+    json_error_t err;
+    *root = json_load_file(path, 0, &err);
+    if (!*root) die("%s: %s:%d: %s", cmd, path, err.line, err.text);
+    free(path);
+    return json_object_get(*root, "mmc");
+}
+
+static char *json_text(json_t *v) {
+    if (json_is_string(v)) return xstrdup(json_string_value(v));
+    if (json_is_number(v)) return xasprintf("%.17g", json_number_value(v));
+    return NULL;
+}
+
+char *run_setting(const char *run_dir, const char *key) {
+    json_t *root, *mmc = run_json("mmc", run_dir, &root);
+    char *v = mmc ? json_text(json_object_get(mmc, key)) : NULL;
+    if (root) json_decref(root);
+    return v;
+}
+
+char *plan_from_run(const char *cmd, const char *run_dir, const char *graph, const char *policy, const Define *overrides,
+                    int n_overrides, int forward_only) {
+    json_t *root, *mmc = run_json(cmd, run_dir, &root);
+    char *where = run_dir ? path_join(run_dir, "config.json") : xstrdup("--graph");
+    if (!graph && mmc && json_is_string(json_object_get(mmc, "source"))) graph = json_string_value(json_object_get(mmc, "source"));
+    if (!graph && run_dir)
+        die("%s: %s names no graph file: give it with --graph FILE (and the -D settings it was trained with)", cmd, where);
+    if (!graph)
+        die("%s: no run folder (no config.json beside the weights) names the graph: give it with --graph FILE (and the "
+            "-D settings it was trained with)", cmd);
+    if (access(graph, R_OK) != 0) die("%s: the graph file %s (from %s) cannot be read from here: give it with --graph FILE", cmd, graph, where);
+    /* the run's policy file where it is one (a built-in policy is known by its name) */
+    const char *psrc = mmc ? json_string_value(json_object_get(mmc, "policy_source")) : NULL;
+    if (!policy && psrc && access(psrc, R_OK) == 0) policy = psrc;
+    if (!policy && mmc) policy = json_string_value(json_object_get(mmc, "policy"));
+    int n = n_overrides, cap = n_overrides + 1;
+    Define *d = xcalloc((size_t)cap, sizeof *d);
+    for (int i = 0; i < n_overrides; i++) d[i] = (Define){xstrdup(overrides[i].key), xstrdup(overrides[i].value)};
+    if (mmc) { /* every other setting the run was trained with */
+        static const char *const not_settings[] = {"graph", "plan_hash", "policy", "source", "policy_source", NULL};
+        const char *key;
+        json_t *v;
+        json_object_foreach(mmc, key, v) {
+            int skip = 0;
+            for (int k = 0; not_settings[k]; k++) skip |= !strcmp(key, not_settings[k]);
+            for (int i = 0; i < n; i++) skip |= !strcmp(d[i].key, key);
+            char *text = skip ? NULL : json_text(v);
+            if (!text) continue;
+            Define e = {xstrdup(key), text};
+            vec_push(d, n, cap, e);
+        }
+    }
+    char *dir = plan_compile_temp(graph, policy, d, n, forward_only);
+    for (int i = 0; i < n; i++) free(d[i].key), free(d[i].value);
+    free(d), free(where);
+    if (root) json_decref(root);
+    return dir;
 }

@@ -14,6 +14,14 @@ char *plan_compile_temp(const char *graph, const char *policy, const Define *def
  * settings of the same name, each of which the graph must have); forward-only if asked.
  * The compile options are the defaults. */
 char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, int forward_only);
+/* A run folder's graph compiled again: its config.json names the graph file, the policy and
+ * every setting it was trained with. `overrides` come first (a command line's -D, and what
+ * the command needs, as batch=1); `graph` and `policy`, when given, replace the run's; with
+ * no run folder (NULL) `graph` is needed. `cmd` names the command in errors. */
+char *plan_from_run(const char *cmd, const char *run_dir, const char *graph, const char *policy, const Define *overrides,
+                    int n_overrides, int forward_only);
+/* a setting from a run folder's config.json as text (%.17g for numbers), or NULL */
+char *run_setting(const char *run_dir, const char *key);
 void plan_remove_temp(const char *dir);
 
 #endif

@@ -56,7 +56,7 @@ check "--max-new-tokens needs a positive integer" "$tmp/run" --prompt x --max-ne
 check "unknown option --top-kk; did you mean --top-k?" "$tmp/run" --prompt x --top-kk 3
 check "no such run folder or weights file" "$tmp/none" --prompt x
 cp "$tmp/run/model.safetensors" "$tmp/w.safetensors"
-check "names no graph file: give it with --graph FILE" "$tmp/w.safetensors" --prompt x
+check "names the graph: give it with --graph FILE" "$tmp/w.safetensors" --prompt x
 gen "$tmp/w.safetensors" --graph graphs/tiny.lua -D vocab=6400 --prompt "床前明月光" --max-new-tokens 12 --greedy --ids >"$tmp/g4" || fail=1
 cmp -s "$tmp/g1" "$tmp/g4" || { echo "weights with --graph and -D generate other text than their run folder"; fail=1; }
 exit $fail

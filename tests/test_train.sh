@@ -88,6 +88,9 @@ step=$(./mmc step "$tmp/tiny" --backend ref --data "$tmp/text.bin" --init "$tmp/
   --steps 10 --log-interval 5 --out "$tmp/vrun" >"$tmp/vlog" || { cat "$tmp/vlog"; fail=1; }
 [ "$(grep -c '^Eval(' "$tmp/vlog")" -eq 3 ] || { echo "--val: want 3 Eval lines"; cat "$tmp/vlog"; fail=1; }
 last=$(./mmc eval "$tmp/fwd" --init "$tmp/vrun" --data "$tmp/text.bin" --backend ref --batches 6 | sed -n 's/.*: loss \([^,]*\),.*/\1/p')
+# mmc eval RUN_DIR: the run's graph compiled forward-only again gives the same loss
+again=$(./mmc eval "$tmp/vrun" --data "$tmp/text.bin" --backend ref --batches 6 | sed -n 's/.*: loss \([^,]*\),.*/\1/p')
+[ -n "$last" ] && [ "$last" = "$again" ] || { echo "mmc eval RUN_DIR: $again, with its plan: $last"; fail=1; }
 python3 - "$tmp/vrun/metrics.jsonl" "$last" <<'PY' || fail=1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
