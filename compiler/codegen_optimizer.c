@@ -115,6 +115,7 @@ void gen_optimizer(Gen *G, StrBuf *o) {
         key(&ks, "CLIP", "%.17g", t->clip);
         key(&ks, "ACCUM", "%d", t->accumulation);
         key(&ks, "COSINE", "%d", strcmp(t->schedule, "minimind_cosine") == 0);
+        key(&ks, "WARMUP", "%d", t->warmup);
         key(&ks, "LR", "%.17g", t->lr);
         render(o, "grad_norm.cu", &ks);
         gr->grid = G->p->n_chunks, gr->block = 256;

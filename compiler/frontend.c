@@ -635,7 +635,7 @@ static int l_adamw(lua_State *L) {
 }
 
 static int l_train(lua_State *L) {
-    static const char *const known[] = {"optimizer", "schedule", "clip", "loss_scale", "accumulation",
+    static const char *const known[] = {"optimizer", "schedule", "warmup", "clip", "loss_scale", "accumulation",
                                         "epochs", "log_interval", NULL};
     static const char *const scale_known[] = {"init", "growth", "backoff", "interval", NULL};
     Front *f = front_of(L);
@@ -676,6 +676,8 @@ static int l_train(lua_State *L) {
     }
     lua_pop(L, 1);
     t->clip = field_num(L, 1, "clip", t->clip);
+    t->warmup = (int)field_num(L, 1, "warmup", t->warmup);
+    if (t->warmup < 0) return luaL_error(L, "train: warmup must be >= 0 (updates; 0: none)");
     t->accumulation = (int)field_num(L, 1, "accumulation", t->accumulation);
     t->epochs = (int)field_num(L, 1, "epochs", t->epochs);
     t->log_interval = (int)field_num(L, 1, "log_interval", t->log_interval);

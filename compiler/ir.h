@@ -91,6 +91,7 @@ typedef struct Policy {
 typedef struct TrainConfig {
     double lr, beta1, beta2, eps, weight_decay;
     char *schedule;        /* "minimind_cosine" or "constant" */
+    int warmup;            /* updates of linear warm-up before the schedule: lr x (update + 1) / warmup */
     double clip;           /* max grad norm; 0 disables clipping */
     int loss_scaling;      /* 0 disables the scaler (fp32 runs) */
     double scale_init, scale_growth, scale_backoff;

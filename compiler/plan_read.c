@@ -174,6 +174,7 @@ static void read_header_fields(Reader *r, const Line *l) {
         t->eps = num(r, need(r, l, "eps"));
         t->weight_decay = num(r, need(r, l, "weight_decay"));
         t->schedule = xstrdup(need(r, l, "schedule"));
+        t->warmup = field(l, "warmup") ? (int)num(r, field(l, "warmup")) : 0; /* plans from before warm-up had none */
         t->clip = num(r, need(r, l, "clip"));
         t->loss_scaling = (int)num(r, need(r, l, "loss_scaling"));
         t->scale_init = num(r, need(r, l, "scale_init"));

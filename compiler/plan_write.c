@@ -71,7 +71,8 @@ char *plan_write(const Graph *g, const Program *p) {
     } nums[] = {{"lr", t->lr},       {"beta1", t->beta1}, {"beta2", t->beta2},     {"eps", t->eps},
                 {"weight_decay", t->weight_decay}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) sb_printf(&o, " %s=%s", nums[i].key, fmt_double(d, nums[i].v));
-    sb_printf(&o, " schedule=%s clip=%s loss_scaling=%d", t->schedule, fmt_double(d, t->clip), t->loss_scaling);
+    sb_printf(&o, " schedule=%s warmup=%d clip=%s loss_scaling=%d", t->schedule, t->warmup, fmt_double(d, t->clip),
+              t->loss_scaling);
     sb_printf(&o, " scale_init=%s", fmt_double(d, t->scale_init));
     sb_printf(&o, " scale_growth=%s", fmt_double(d, t->scale_growth));
     sb_printf(&o, " scale_backoff=%s", fmt_double(d, t->scale_backoff));

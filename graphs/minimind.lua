@@ -7,7 +7,7 @@ local cfg = config {
   vocab = 6400, dim = 512, layers = 8, heads = 8, kv_heads = 2, ffn = 1408,
   eps = 1e-5, rope_theta = 1e6, pad_id = 0,
   batch = 64, seq = 512, accumulation = 1, scale_interval = 2000,
-  lr = 5e-4, weight_decay = 0.01, clip = 1.0,
+  lr = 5e-4, weight_decay = 0.01, clip = 1.0, warmup = 0,
 }
 local hd = cfg.dim // cfg.heads
 
@@ -62,6 +62,7 @@ precision "amp_fp16"
 train {
   optimizer = adamw { lr = cfg.lr, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = cfg.weight_decay },
   schedule = "minimind_cosine",
+  warmup = cfg.warmup,
   clip = cfg.clip,
   accumulation = cfg.accumulation,
   loss_scale = { init = 65536, growth = 2, backoff = 0.5, interval = cfg.scale_interval },

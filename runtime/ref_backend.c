@@ -170,9 +170,10 @@ static void grad_norm(Ref *r) {
     float coef = t->clip > 0 ? (float)t->clip / (total + 1e-6f) : 1.0f;
     s->clip_coef = coef < 1.0f ? coef : 1.0f;
     double step = (double)s->update * t->accumulation + (t->accumulation - 1);
-    s->lr = strcmp(t->schedule, "minimind_cosine") == 0
-                ? t->lr / 10.0 + 0.5 * t->lr * (1.0 + cos(3.14159265358979323846 * step / s->total_micro))
-                : t->lr;
+    s->lr = (strcmp(t->schedule, "minimind_cosine") == 0
+                 ? t->lr / 10.0 + 0.5 * t->lr * (1.0 + cos(3.14159265358979323846 * step / s->total_micro))
+                 : t->lr) *
+            (s->update < t->warmup ? (s->update + 1.0) / t->warmup : 1.0); /* linear warm-up */
 }
 
 static void adamw(Ref *r) {

@@ -50,11 +50,13 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = argv[++i];
         else if (!strcmp(a, "--init")) o.init = argv[++i];
         else if (!strcmp(a, "--tokenizer")) o.tokenizer = argv[++i];
-        else if (!strcmp(a, "--lr") || !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") || !strcmp(a, "--accumulation")) {
+        else if (!strcmp(a, "--lr") || !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") || !strcmp(a, "--accumulation") ||
+                 !strcmp(a, "--warmup")) {
             /* the graph's settings of these names: the plan is made again with them */
             const char *key = !strcmp(a, "--lr") ? "lr" : !strcmp(a, "--weight-decay") ? "weight_decay" : a + 2;
             const char *v = argv[++i];
             if (!strcmp(key, "accumulation")) option_int("train", a, v, 1);
+            else if (!strcmp(key, "warmup")) option_int("train", a, v, 0);
             else option_double("train", a, v);
             Define d = {xstrdup(key), xstrdup(v)};
             vec_push(settings, n_settings, cap_settings, d);
@@ -77,7 +79,7 @@ int cmd_train(int argc, char **argv) {
                                                 "--seed", "--shuffle", "--log-interval", "--save-interval",
                                                 "--inject-inf", "--stop-after", "--quiet", "--force", "--tokenizer",
                                                 "--val", "--eval-interval", "--val-batches", "--lr", "--weight-decay",
-                                                "--clip", "--accumulation", NULL};
+                                                "--clip", "--accumulation", "--warmup", NULL};
             die_unknown_option("train", a, known);
         } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);

@@ -71,6 +71,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     state->clip_coef = coef < 1.0f ? coef : 1.0f;
     // MiniMind's schedule: lr/10 + lr/2 (1 + cos(pi s / S)), s = the update's last micro-step
     const double s = (double)state->update * {{ACCUM}} + ({{ACCUM}} - 1);
-    state->lr = {{COSINE}} ? {{LR}} / 10.0 + 0.5 * {{LR}} * (1.0 + cos(3.14159265358979323846 * s / state->total_micro)) : {{LR}};
+    state->lr = ({{COSINE}} ? {{LR}} / 10.0 + 0.5 * {{LR}} * (1.0 + cos(3.14159265358979323846 * s / state->total_micro)) : {{LR}}) *
+                (state->update < {{WARMUP}} ? (state->update + 1.0) / {{WARMUP}} : 1.0); // linear warm-up
     state->ticket = 0;
 }

@@ -107,6 +107,16 @@ cmp -s <(cut -d, -f1-8 "$tmp/lr1/metrics.jsonl") <(cut -d, -f1-8 "$tmp/lr2/metri
   || { echo "train --lr --clip: not the run of a plan compiled with -D lr -D clip"; fail=1; }
 cmp -s <(cut -d, -f1-8 "$tmp/lr1/metrics.jsonl") <(head -4 "$tmp/run/metrics.jsonl" | cut -d, -f1-8) \
   && { echo "train --lr: the same run as without"; fail=1; }
+# --warmup 4: the lr of updates 1..4 is the schedule's times 1/4, 2/4, 3/4, 1, then the schedule's
+./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 6 --warmup 4 --quiet --out "$tmp/wu" || fail=1
+./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 6 --quiet --out "$tmp/nowu" || fail=1
+python3 - "$tmp/wu/metrics.jsonl" "$tmp/nowu/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+a, b = ([json.loads(l)["lr"] for l in open(p)] for p in sys.argv[1:])
+ratios = [x / y for x, y in zip(a, b)]
+assert all(abs(r - w) < 1e-6 for r, w in zip(ratios, [0.25, 0.5, 0.75, 1, 1, 1])), ratios
+print("--warmup 4: lr x", ", ".join(f"{r:g}" for r in ratios))
+PY
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 1 --lr abc 2>"$tmp/err"; then echo "--lr abc accepted"; fail=1; fi
 grep -q "train: --lr needs a number, got 'abc'" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
