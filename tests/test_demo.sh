@@ -13,6 +13,7 @@ grep -q "^mmc train: build/demo/plan made again with lr=3e-3 (graph tiny, policy
   || { echo "no train banner"; fail=1; }
 [ "$(grep -c '^Eval(' "$tmp/log")" -eq 10 ] || { echo "want 10 evaluations"; fail=1; }
 grep -q "^Epoch\[1/1\](20/20) loss [0-9.]* val [0-9.]* lr" "$tmp/log" || { echo "no progress line with the validation loss"; fail=1; }
+grep -q "^eval: build/demo/data.val.bin, 20 batches of 4 rows, .* targets: loss" "$tmp/log" || { echo "no mmc eval line"; fail=1; }
 for f in model.safetensors resume.safetensors config.json tokenizer.json metrics.jsonl curves.png; do
   [ -s "$tmp/demo/$f" ] || { echo "the run folder has no $f"; fail=1; }
 done

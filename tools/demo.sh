@@ -7,7 +7,8 @@
 #    without one: the tiny graph at the built-in tokenizer's vocabulary on the CPU (the ref
 #    backend) at lr 3e-3, DEMO_STEPS updates (400, about two minutes on two cores);
 #  - the validation loss every tenth of the run, shuffled rows, a checkpoint at the end;
-#  - then a plot of the run (RUN/curves.png) and text generated from a prompt.
+#  - then the final weights' validation loss (mmc eval), a plot of the run (RUN/curves.png)
+#    and text generated from two prompts.
 # The run goes to DEMO_OUT (runs/demo), replacing an earlier demo's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ every=$(( steps / 10 > 0 ? steps / 10 : 1 ))
 [ -e "$out" ] && echo "(replacing the earlier demo run in $out)"
 ./mmc train "$work/plan" --backend $backend --data "$work/data.bin" --val "$work/data.val.bin" --eval-interval $every \
   --val-batches 20 --log-interval $every --shuffle 1 --steps "$steps" "${lr[@]}" --out "$out" --force
+./mmc eval "$out" --backend $backend --data "$work/data.val.bin" --batches 20
 if command -v gnuplot >/dev/null; then
   ./mmc plot "$out" -o "$out/curves.png"
 else
