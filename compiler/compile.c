@@ -1,6 +1,7 @@
 /* compile: runs the passes in order, with an IR dump available after each. */
 #include "compile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,10 +11,6 @@
 #include "plan.h"
 #include "util.h"
 
-static const char *const pass_names[] = {"frontend", "precision", "autodiff", "simplify", "remat", "fusion", "schedule", "memplan", NULL};
-
-const char *compile_pass_names(void) { return "frontend, precision, autodiff, simplify, remat, fusion, schedule, memplan"; }
-
 static int dump_here(const char *dump_after, const char *pass, CompileResult *r) {
     if (!dump_after || strcmp(dump_after, pass) != 0) return 0;
     StrBuf o = {0};
@@ -22,7 +19,8 @@ static int dump_here(const char *dump_after, const char *pass, CompileResult *r)
         sb_append(&o, "# kernels\n");
         for (int i = 0; i < r->p->n_groups; i++) {
             Group *gr = r->p->groups[i];
-            sb_printf(&o, "%s:", gr->kernel ? gr->kernel : "?");
+            if (gr->kernel) sb_printf(&o, "%s:", gr->kernel);
+            else sb_printf(&o, "group %d:", i); /* before the schedule names the kernels */
             for (int k = 0; k < gr->n_nodes; k++) sb_printf(&o, " %%%d", gr->nodes[k]->id);
             sb_append(&o, "\n");
         }
@@ -31,40 +29,72 @@ static int dump_here(const char *dump_after, const char *pass, CompileResult *r)
     return 1;
 }
 
+/* ---- the passes in order, one table: --dump names them from it */
+
+typedef struct Compile {
+    const CompileOptions *opt;
+    CompileResult r;
+    int remat; /* 0 off, 1 on, 2 also the values only GEMMs read */
+} Compile;
+
+static void run_frontend(Compile *c) {
+    c->r.g = frontend_load(&c->opt->front);
+    /* the options change the kernels, so they are part of the plan's identity */
+    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d", !c->opt->no_fusion, c->remat,
+                              c->opt->reference_kernels, c->opt->forward_only);
+    c->r.g->hash = plan_hash(c->r.g, options);
+    free(options);
+}
+static void run_precision(Compile *c) { pass_precision(c->r.g); }
+static void run_autodiff(Compile *c) {
+    Graph *g = c->r.g;
+    if (!c->opt->forward_only) pass_autodiff(g);
+    else /* the loss kernel's extra outputs, which autodiff would have asked for */
+        for (int k = 1; k <= op_info[g->loss->op].n_parts; k++) ir_part(g, g->loss, k);
+}
+static void run_simplify(Compile *c) { pass_simplify(c->r.g); }
+static void run_remat(Compile *c) {
+    if (c->remat) pass_remat(c->r.g, c->remat == 2);
+}
+static void run_fusion(Compile *c) {
+    c->r.p = xcalloc(1, sizeof *c->r.p);
+    pass_fusion(c->r.g, c->r.p, !c->opt->no_fusion, !(c->opt->reference_kernels & REF_SUM_TO));
+}
+static void run_schedule(Compile *c) { pass_schedule(c->r.g, c->r.p); }
+static void run_memplan(Compile *c) { pass_memplan(c->r.g, c->r.p); }
+
+static const struct {
+    const char *name;
+    void (*run)(Compile *c);
+} passes[] = {
+    {"frontend", run_frontend}, {"precision", run_precision}, {"autodiff", run_autodiff}, {"simplify", run_simplify},
+    {"remat", run_remat},       {"fusion", run_fusion},       {"schedule", run_schedule}, {"memplan", run_memplan},
+};
+enum { N_PASSES = sizeof passes / sizeof passes[0] };
+
+const char *compile_pass_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int i = 0; i < N_PASSES; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", passes[i].name);
+    return names;
+}
+
 CompileResult compile_graph(const CompileOptions *opt) {
     const char *dump_after = opt->dump_after;
+    int stop = N_PASSES - 1;
     if (dump_after) {
-        int ok = 0;
-        for (int i = 0; pass_names[i]; i++) ok |= strcmp(pass_names[i], dump_after) == 0;
-        if (!ok) die("--dump %s: no such pass (passes: %s)", dump_after, compile_pass_names());
+        stop = -1;
+        for (int i = 0; i < N_PASSES; i++)
+            if (!strcmp(passes[i].name, dump_after)) stop = i;
+        if (stop < 0) die("--dump %s: no such pass (passes: %s)", dump_after, compile_pass_names());
     }
-    CompileResult r = {0};
-    r.g = frontend_load(&opt->front);
-    /* the options change the kernels, so they are part of the plan's identity */
-    int remat = opt->no_remat || opt->forward_only ? 0 : opt->remat_gemm_inputs ? 2 : 1;
-    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d", !opt->no_fusion, remat, opt->reference_kernels,
-                              opt->forward_only);
-    r.g->hash = plan_hash(r.g, options);
-    free(options);
-    if (dump_here(dump_after, "frontend", &r)) return r;
-    pass_precision(r.g);
-    if (dump_here(dump_after, "precision", &r)) return r;
-    if (!opt->forward_only) pass_autodiff(r.g);
-    else /* the loss kernel's extra outputs, which autodiff would have asked for */
-        for (int k = 1; k <= op_info[r.g->loss->op].n_parts; k++) ir_part(r.g, r.g->loss, k);
-    if (dump_here(dump_after, "autodiff", &r)) return r;
-    pass_simplify(r.g);
-    if (dump_here(dump_after, "simplify", &r)) return r;
-    if (remat) pass_remat(r.g, remat == 2);
-    if (dump_here(dump_after, "remat", &r)) return r;
-    r.p = xcalloc(1, sizeof *r.p);
-    pass_fusion(r.g, r.p, !opt->no_fusion, !(opt->reference_kernels & REF_SUM_TO));
-    if (dump_here(dump_after, "fusion", &r)) return r;
-    pass_schedule(r.g, r.p);
-    if (dump_here(dump_after, "schedule", &r)) return r;
-    pass_memplan(r.g, r.p);
-    if (dump_here(dump_after, "memplan", &r)) return r;
-    r.kernels = codegen_cuda(r.g, r.p, opt->reference_kernels);
-    r.plan = plan_write(r.g, r.p);
-    return r;
+    Compile c = {opt, {0}, opt->no_remat || opt->forward_only ? 0 : opt->remat_gemm_inputs ? 2 : 1};
+    for (int i = 0; i < N_PASSES; i++) {
+        passes[i].run(&c);
+        if (dump_after && i == stop && dump_here(dump_after, passes[i].name, &c.r)) return c.r;
+    }
+    c.r.kernels = codegen_cuda(c.r.g, c.r.p, opt->reference_kernels);
+    c.r.plan = plan_write(c.r.g, c.r.p);
+    return c.r;
 }
