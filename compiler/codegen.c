@@ -31,17 +31,25 @@ void codegen_hash_templates(Sha256 *h) {
 /* ---- template filling: {{KEY}} holes */
 
 void key(Keys *ks, const char *k, const char *fmt, ...) {
+    if (ks->n == (int)(sizeof ks->k / sizeof ks->k[0])) die("internal error: more than %d template keys", ks->n);
     StrBuf b = {0};
     va_list ap;
     va_start(ap, fmt);
     sb_vprintf(&b, fmt, ap);
     va_end(ap);
+    ks->optional[ks->n] = 0;
     ks->k[ks->n] = k;
     ks->v[ks->n++] = b.s ? b.s : xstrdup("");
 }
 
+void key_optional(Keys *ks, const char *k, const char *v) {
+    key(ks, k, "%s", v);
+    ks->optional[ks->n - 1] = 1;
+}
+
 void render(StrBuf *o, const char *tmpl_name, Keys *ks) {
     const char *t = template_text(tmpl_name);
+    unsigned char used[sizeof ks->k / sizeof ks->k[0]] = {0};
     while (*t) {
         const char *open = strstr(t, "{{");
         if (!open) {
@@ -55,12 +63,15 @@ void render(StrBuf *o, const char *tmpl_name, Keys *ks) {
         for (int i = 0; i < ks->n; i++)
             if (strlen(ks->k[i]) == (size_t)(close - open - 2) && strncmp(ks->k[i], open + 2, (size_t)(close - open - 2)) == 0) {
                 sb_append(o, ks->v[i]);
-                found = 1;
+                found = used[i] = 1;
                 break;
             }
         if (!found) die("template %s: no value for {{%.*s}}", tmpl_name, (int)(close - open - 2), open + 2);
         t = close + 2;
     }
+    /* a value the template never asks for is a codegen/template mismatch, as a missing one is */
+    for (int i = 0; i < ks->n; i++)
+        if (!used[i] && !ks->optional[i]) die("template %s: {{%s}} is given but the template has no hole for it", tmpl_name, ks->k[i]);
     for (int i = 0; i < ks->n; i++) free(ks->v[i]);
     ks->n = 0;
 }

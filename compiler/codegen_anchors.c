@@ -102,7 +102,7 @@ static Node *need_part(const Group *gr, int index) {
 
 static void common(Gen *G, Keys *ks) {
     key(ks, "NAME", "%s", G->gr->kernel);
-    key(ks, "R", "%s", G->R);
+    key_optional(ks, "R", G->R); /* the register type: the tensor-core kernels have their own */
 }
 
 static void pointers(Gen *G, Keys *ks) { key(ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : ""); }
@@ -133,14 +133,13 @@ static const char *attention(Gen *G, Keys *ks, Node *a) {
     if (!fwd && !dq && flash && need_part(gr, 1)->dtype != a->dtype) flash = 0;          /* dv */
     G->uses_flash |= flash;
     char *sc = literal(G, 1.0 / sqrt((double)hd));
-    key(ks, "B", "%lld", (long long)bsz);
     key(ks, "T", "%lld", (long long)t);
     key(ks, "H", "%d", a->a.heads);
     key(ks, "KV", "%d", a->a.kv_heads);
     key(ks, "HD", "%lld", (long long)hd);
     key(ks, "SCALE", "%s", sc);
     key(ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
-    key(ks, "E", "%s", dtype_cuda(a->compute));
+    if (flash) key(ks, "E", "%s", dtype_cuda(a->compute));
     size_t rsize = G->reg_f64 ? 8 : 4;
     const char *tmpl;
     gr->block = 128;

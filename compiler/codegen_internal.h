@@ -33,10 +33,13 @@ typedef struct Gen {
 typedef struct Keys {
     const char *k[40];
     char *v[40];
+    unsigned char optional[40]; /* a key every kernel of a kind gets, which a template may leave out */
     int n;
 } Keys;
 
 void key(Keys *ks, const char *k, const char *fmt, ...) MMC_PRINTF(3, 4);
+/* a key that render does not require the template to use */
+void key_optional(Keys *ks, const char *k, const char *v);
 void render(StrBuf *o, const char *tmpl_name, Keys *ks);
 char *literal(const Gen *G, double v);
 const char *rounder(const Gen *G, DType t); /* "" when no rounding applies */
