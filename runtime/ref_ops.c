@@ -22,10 +22,9 @@ typedef struct Rows {
     const double *a, *b;
     double *out;
     int64_t M, N, K;
-    int64_t lo, hi;
 } Rows;
 
-static int ref_threads(void) {
+int ref_thread_count(void) {
     static int n;
     if (!n) {
         const char *e = getenv("MMC_THREADS");
@@ -33,33 +32,6 @@ static int ref_threads(void) {
         n = v < 1 ? 1 : v > 256 ? 256 : (int)v;
     }
     return n;
-}
-
-int ref_thread_count(void) { return ref_threads(); }
-
-static void *rows_thread(void *arg) {
-    Rows *r = arg;
-    r->fn(r, r->lo, r->hi);
-    return NULL;
-}
-
-/* runs r->fn over rows [0, rows) in contiguous slices, one a thread */
-static void parallel_rows(const Rows *r, int64_t rows) {
-    int t = ref_threads();
-    if (t > rows) t = (int)(rows > 0 ? rows : 1);
-    if (t == 1 || rows * r->N * r->K < (1 << 16)) { /* too small to be worth threads */
-        r->fn(r, 0, rows);
-        return;
-    }
-    pthread_t *th = xcalloc((size_t)t, sizeof *th);
-    Rows *part = xcalloc((size_t)t, sizeof *part);
-    for (int i = 0; i < t; i++) {
-        part[i] = *r;
-        part[i].lo = rows * i / t, part[i].hi = rows * (i + 1) / t;
-        if (pthread_create(&th[i], NULL, rows_thread, &part[i])) die("ref: cannot start a thread");
-    }
-    for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
-    free(th), free(part);
 }
 
 /* ---- any loop whose items are independent, on every core: fn(ctx, lo, hi) over contiguous
@@ -78,7 +50,7 @@ static void *slice_thread(void *arg) {
 }
 
 void ref_parallel(int64_t n, int64_t cost, void (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx) {
-    int t = ref_threads();
+    int t = ref_thread_count();
     if (t > n) t = (int)(n > 0 ? n : 1);
     if (t == 1 || n * cost < (1 << 16)) {
         fn(ctx, 0, n);
@@ -93,6 +65,14 @@ void ref_parallel(int64_t n, int64_t cost, void (*fn)(const void *ctx, int64_t l
     for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
     free(th), free(part);
 }
+
+static void rows_slice(const void *ctx, int64_t lo, int64_t hi) {
+    const Rows *r = ctx;
+    r->fn(r, lo, hi);
+}
+
+/* runs r->fn over rows [0, rows) in contiguous slices, one a thread */
+static void parallel_rows(const Rows *r, int64_t rows) { ref_parallel(rows, r->N * r->K, rows_slice, r); }
 
 /* y[M,N] = x[M,K] . W[N,K]^T, rows m. Four outputs at a time, each its own sum over k in
  * order: the same bits as one at a time, four times the additions in flight. */
