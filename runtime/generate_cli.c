@@ -15,16 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "plan_remake.h"
 #include "defaults.h"
 #include "init.h"
 #include "plan.h"
+#include "plan_remake.h"
 #include "rng.h"
 #include "tokenizer.h"
 #include "train.h"
@@ -46,12 +45,6 @@ typedef struct GenerateOptions {
     Define *defines;
     int n_defines, cap_defines;
 } GenerateOptions;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- choosing the next token */
 
@@ -278,7 +271,7 @@ int cmd_generate(int argc, char **argv) {
     size_t n_prompt = prompt.n, printed = 0;
     fwrite(o.prompt, 1, strlen(o.prompt), stdout);
     fflush(stdout);
-    double t0 = now_s();
+    double t0 = now_seconds();
     int64_t made = 0;
     for (; made < o.max_new; made++) {
         size_t n = prompt.n, start = n > (size_t)T ? n - (size_t)T : 0, len = n - start;
@@ -293,7 +286,7 @@ int cmd_generate(int argc, char **argv) {
         stream_text(tok, prompt.ids + n_prompt, prompt.n - n_prompt, &printed, 0);
     }
     stream_text(tok, prompt.ids + n_prompt, prompt.n - n_prompt, &printed, 1);
-    double secs = now_s() - t0;
+    double secs = now_seconds() - t0;
     fputc('\n', stdout);
     if (o.print_ids) {
         printf("ids:");
