@@ -1,0 +1,355 @@
+/* frontend_ops: the DSL functions that build the graph: config, inputs, parameters,
+ * constants, the op wrappers, names and the loss. */
+#include "frontend_internal.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_rules.h"
+#include "util.h"
+
+/* defaults { key = value }: values that an including file gives the config{} of the file it
+ * includes (tiny.lua sets small sizes for minimind.lua's architecture). -D still wins. */
+static int l_defaults(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, LUA_REGISTRYINDEX, "mmc.defaults");
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, 2);
+    }
+    return 0;
+}
+
+static int l_config(lua_State *L) {
+    Front *f = front_of(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (f->config_seen) return luaL_error(L, "config: called twice");
+    f->config_seen = 1;
+    lua_getfield(L, LUA_REGISTRYINDEX, "mmc.defaults");
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_gettable(L, 1);
+        if (lua_isnil(L, -1)) {
+            const char *k = lua_tostring(L, -3);
+            return luaL_error(L, "defaults: '%s' is not a config key of this file", k ? k : "?");
+        }
+        lua_pop(L, 1);
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, 1);
+    }
+    lua_pop(L, 1);
+    for (int i = 0; i < f->opt->n_defines; i++) {
+        const Define *d = &f->opt->defines[i];
+        lua_getfield(L, 1, d->key);
+        int known = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (!known) continue; /* reported after the file ran: -D names an unknown key */
+        f->define_used[i] = 1;
+        char *end;
+        double v = strtod(d->value, &end);
+        if (*end == 0 && end != d->value) {
+            if (v == floor(v) && fabs(v) < 9e15) lua_pushinteger(L, (lua_Integer)v);
+            else lua_pushnumber(L, v);
+        } else {
+            lua_pushstring(L, d->value);
+        }
+        lua_setfield(L, 1, d->key);
+    }
+    /* record the final values, sorted by key so the plan does not depend on table order */
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "config: keys must be names");
+        ConfigEntry e = {xstrdup(lua_tostring(L, -2)), 0, NULL};
+        if (lua_type(L, -1) == LUA_TNUMBER) e.value = lua_tonumber(L, -1);
+        else if (lua_type(L, -1) == LUA_TSTRING) e.text = xstrdup(lua_tostring(L, -1));
+        else if (lua_type(L, -1) == LUA_TBOOLEAN) e.value = lua_toboolean(L, -1);
+        else luaL_error(L, "config: '%s' must be a number, string or boolean", e.key);
+        vec_push(f->g->config, f->g->n_config, f->g->cap_config, e);
+        lua_pop(L, 1);
+    }
+    for (int i = 1; i < f->g->n_config; i++)
+        for (int j = i; j > 0 && strcmp(f->g->config[j - 1].key, f->g->config[j].key) > 0; j--) {
+            ConfigEntry t = f->g->config[j];
+            f->g->config[j] = f->g->config[j - 1];
+            f->g->config[j - 1] = t;
+        }
+    lua_pushvalue(L, 1);
+    return 1;
+}
+
+static int l_input(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    Shape s = check_shape(L, 2, "input");
+    DType t = dtype_parse(luaL_optstring(L, 3, "f32"));
+    if (t == DT_NONE) return luaL_error(L, "input: unknown dtype '%s'", lua_tostring(L, 3));
+    Node *n = make(L, OP_INPUT, 0, NULL);
+    n->name = xstrdup(name);
+    n->shape = s;
+    n->dtype = n->compute = t;
+    push_node(L, n);
+    return 1;
+}
+
+/* Initialisers are strings the runtime interprets: "normal(mean,std)", "uniform(lo,hi)",
+ * "fan_in" (torch.nn.Linear's default: uniform(+-1/sqrt(in_features))), "ones", "zeros". */
+static int check_init(const char *s) {
+    double a, b;
+    char tail;
+    if (!strcmp(s, "ones") || !strcmp(s, "zeros") || !strcmp(s, "fan_in")) return 1;
+    if (sscanf(s, "normal(%lf,%lf)%c", &a, &b, &tail) == 2 && b >= 0) return 1;
+    if (sscanf(s, "uniform(%lf,%lf)%c", &a, &b, &tail) == 2 && a <= b) return 1;
+    return 0;
+}
+
+static int l_param(lua_State *L) {
+    Front *f = front_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    Shape s = check_shape(L, 2, "param");
+    const char *init = luaL_optstring(L, 3, "fan_in");
+    if (!check_init(init))
+        return luaL_error(L, "param %s: bad init '%s' (ones, zeros, fan_in, normal(m,s), uniform(a,b))", name, init);
+    for (int i = 0; i < f->g->n_params; i++)
+        if (strcmp(f->g->params[i].node->name, name) == 0)
+            return luaL_error(L, "param %s: declared twice (first at %s)", name, f->g->params[i].node->where);
+    Node *n = make(L, OP_PARAM, 0, NULL);
+    n->name = xstrdup(name);
+    n->shape = s;
+    n->dtype = n->compute = DT_F32; /* set to the policy's master dtype once it is known */
+    n->a.init = xstrdup(init);
+    n->param_index = f->g->n_params;
+    Param p = {n, 0, NULL};
+    vec_push(f->g->params, f->g->n_params, f->g->cap_params, p);
+    push_node(L, n);
+    return 1;
+}
+
+static int l_init_normal(lua_State *L) {
+    luaL_checknumber(L, 1);
+    luaL_checknumber(L, 2);
+    lua_pushfstring(L, "normal(%s,%s)", lua_tostring(L, 1), lua_tostring(L, 2));
+    return 1;
+}
+
+static int l_init_uniform(lua_State *L) {
+    luaL_checknumber(L, 1);
+    luaL_checknumber(L, 2);
+    lua_pushfstring(L, "uniform(%s,%s)", lua_tostring(L, 1), lua_tostring(L, 2));
+    return 1;
+}
+
+/* rope_tables(seq, head_dim, theta) -> cos, sin: [seq, head_dim] f32, as MiniMind's
+ * precompute_freqs_cis (the two halves repeat: cat([cos(f), cos(f)])). */
+static int l_rope_tables(lua_State *L) {
+    lua_Integer seq = luaL_checkinteger(L, 1), hd = luaL_checkinteger(L, 2);
+    double theta = luaL_checknumber(L, 3);
+    if (seq <= 0 || hd <= 0 || hd % 2) return luaL_error(L, "rope_tables: seq > 0 and an even head_dim > 0");
+    const char *which[2] = {"rope_cos", "rope_sin"};
+    for (int i = 0; i < 2; i++) {
+        Node *n = make(L, OP_CONST, 0, NULL);
+        n->name = xasprintf("%s", which[i]);
+        n->shape = shape_make(2, (int64_t)seq, (int64_t)hd);
+        n->dtype = n->compute = DT_F32;
+        n->a.gen = xasprintf("%s(%lld,%lld,%.17g)", which[i], (long long)seq, (long long)hd, theta);
+        push_node(L, n);
+    }
+    return 2;
+}
+
+/* ---- ops */
+
+static const char *const only_name[] = {"name", NULL};
+
+static int l_unary(lua_State *L, Op op) {
+    Node *x = check_node(L, 1, op_info[op].name, "x");
+    check_options(L, 2, op_info[op].name, only_name);
+    Node *n = make(L, op, 1, &x);
+    opt_name(L, 2, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_binary(lua_State *L, Op op) {
+    Node *in[2] = {check_node(L, 1, op_info[op].name, "first input"), check_node(L, 2, op_info[op].name, "second input")};
+    check_options(L, 3, op_info[op].name, only_name);
+    Node *n = make(L, op, 2, in);
+    opt_name(L, 3, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_add(lua_State *L) { return l_binary(L, OP_ADD); }
+static int l_add_(lua_State *L) { return l_binary(L, OP_ADD_); }
+static int l_mul(lua_State *L) { return l_binary(L, OP_MUL); }
+static int l_type_as(lua_State *L) { return l_binary(L, OP_TYPE_AS); }
+static int l_silu(lua_State *L) { return l_unary(L, OP_SILU); }
+static int l_sum_all(lua_State *L) { return l_unary(L, OP_SUM_ALL); }
+
+static int l_cast(lua_State *L) {
+    Node *x = check_node(L, 1, "cast", "x");
+    const char *to = luaL_checkstring(L, 2);
+    DType t = dtype_parse(to);
+    if (!dtype_is_float(t)) return luaL_error(L, "cast: unknown float dtype '%s' (f16, bf16, f32, f64)", to);
+    check_options(L, 3, "cast", only_name);
+    Node *n = make(L, OP_CAST, 1, &x);
+    n->a.to = t;
+    n->explicit_cast = 1;
+    opt_name(L, 3, n);
+    finish(L, n);
+    return 1;
+}
+
+/* op(x, number, { name = ... }): the number goes to *field of the node's attributes */
+static int l_unary_number(lua_State *L, Op op, size_t field) {
+    Node *x = check_node(L, 1, op_info[op].name, "x");
+    double c = luaL_checknumber(L, 2);
+    check_options(L, 3, op_info[op].name, only_name);
+    Node *n = make(L, op, 1, &x);
+    *(double *)((char *)&n->a + field) = c;
+    opt_name(L, 3, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_scale(lua_State *L) { return l_unary_number(L, OP_SCALE, offsetof(Attrs, scale)); }
+static int l_rms_normalize(lua_State *L) { return l_unary_number(L, OP_RMS_NORMALIZE, offsetof(Attrs, eps)); }
+
+static int l_linear(lua_State *L) {
+    Node *in[2] = {check_node(L, 1, "linear", "x"), check_node(L, 2, "linear", "weight")};
+    check_options(L, 3, "linear", only_name);
+    Node *n = make(L, OP_LINEAR, 2, in);
+    /* named after its weight unless told otherwise: model.layers.0.self_attn.q_proj */
+    const char *wn = in[1]->name;
+    size_t len = wn ? strlen(wn) : 0;
+    if (wn && len > 7 && strcmp(wn + len - 7, ".weight") == 0) n->name = xstrndup(wn, len - 7);
+    opt_name(L, 3, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_embedding(lua_State *L) { return l_binary(L, OP_EMBEDDING); }
+
+static int l_rope(lua_State *L) {
+    static const char *const known[] = {"heads", "name", NULL};
+    Node *in[3] = {check_node(L, 1, "rope", "x"), check_node(L, 2, "rope", "cos"), check_node(L, 3, "rope", "sin")};
+    check_options(L, 4, "rope", known);
+    Node *n = make(L, OP_ROPE, 3, in);
+    n->a.heads = opt_int(L, 4, "heads", 0);
+    opt_name(L, 4, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_attention(lua_State *L) {
+    static const char *const known[] = {"heads", "kv_heads", "causal", "name", NULL};
+    Node *in[3] = {check_node(L, 1, "attention", "q"), check_node(L, 2, "attention", "k"),
+                   check_node(L, 3, "attention", "v")};
+    check_options(L, 4, "attention", known);
+    Node *n = make(L, OP_ATTENTION, 3, in);
+    n->a.heads = opt_int(L, 4, "heads", 0);
+    n->a.kv_heads = opt_int(L, 4, "kv_heads", n->a.heads);
+    n->a.causal = opt_bool(L, 4, "causal", 1);
+    opt_name(L, 4, n);
+    finish(L, n);
+    return 1;
+}
+
+static int l_cross_entropy(lua_State *L) {
+    static const char *const known[] = {"ignore", "name", NULL};
+    Node *in[2] = {check_node(L, 1, "cross_entropy", "logits"), check_node(L, 2, "cross_entropy", "labels")};
+    check_options(L, 3, "cross_entropy", known);
+    Node *n = make(L, OP_CROSS_ENTROPY, 2, in);
+    n->a.ignore_index = opt_int(L, 3, "ignore", -100);
+    opt_name(L, 3, n);
+    finish(L, n);
+    return 1;
+}
+
+/* tie("lm_head.weight", embed): the parameter also goes by this state-dict name, so
+ * checkpoints carry both keys, as MiniMind's tied state dict does. */
+static int l_tie(lua_State *L) {
+    Front *f = front_of(L);
+    const char *alias = luaL_checkstring(L, 1);
+    Node *n = check_node(L, 2, "tie", "parameter");
+    if (n->op != OP_PARAM) return luaL_error(L, "tie: %s is not a parameter", node_label(n));
+    for (int i = 0; i < f->g->n_params; i++)
+        if (!strcmp(f->g->params[i].node->name, alias) || (f->g->params[i].alias && !strcmp(f->g->params[i].alias, alias)))
+            return luaL_error(L, "tie: the name %s is taken", alias);
+    Param *p = &f->g->params[n->param_index];
+    if (p->alias) return luaL_error(L, "tie: %s already has the second name %s", n->name, p->alias);
+    p->alias = xstrdup(alias);
+    lua_settop(L, 2);
+    return 1;
+}
+
+static int l_named(lua_State *L) {
+    Node *n = check_node(L, 1, "named", "x");
+    free(n->name);
+    n->name = xstrdup(luaL_checkstring(L, 2));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int l_shape(lua_State *L) {
+    Node *n = check_node(L, 1, "shape", "x");
+    lua_createtable(L, n->shape.rank, 0);
+    for (int i = 0; i < n->shape.rank; i++) {
+        lua_pushinteger(L, n->shape.dim[i]);
+        lua_seti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_loss(lua_State *L) {
+    Front *f = front_of(L);
+    Node *n = check_node(L, 1, "loss", "value");
+    if (n->shape.rank != 0) {
+        char *s = shape_str(&n->shape);
+        return luaL_error(L, "loss: must be a scalar, got %s %s", node_label(n), s);
+    }
+    if (f->g->loss) return luaL_error(L, "loss: set twice (first at %s)", f->g->loss->where);
+    f->g->loss = n;
+    lua_settop(L, 1);
+    return 1;
+}
+
+const luaL_Reg frontend_graph_functions[] = {
+    {"config", l_config},       {"defaults", l_defaults},
+    {"input", l_input},         {"param", l_param},
+    {"rope_tables", l_rope_tables}, {"tie", l_tie},
+    {"embedding", l_embedding}, {"linear", l_linear},
+    {"rms_normalize", l_rms_normalize},
+    {"cast", l_cast},           {"type_as", l_type_as},
+    {"add", l_add},             {"add_", l_add_},
+    {"mul", l_mul},             {"scale", l_scale},
+    {"silu", l_silu},           {"rope", l_rope},
+    {"attention", l_attention}, {"cross_entropy", l_cross_entropy},
+    {"sum_all", l_sum_all},     {"named", l_named},
+    {"shape", l_shape},         {"loss", l_loss},
+    {NULL, NULL},
+};
+
+/* init.normal(m, s), init.uniform(a, b), init.ones, init.zeros, init.fan_in: the strings
+ * param() takes */
+void frontend_open_init(lua_State *L) {
+    lua_newtable(L);
+    lua_pushcfunction(L, l_init_normal);
+    lua_setfield(L, -2, "normal");
+    lua_pushcfunction(L, l_init_uniform);
+    lua_setfield(L, -2, "uniform");
+    lua_pushstring(L, "ones");
+    lua_setfield(L, -2, "ones");
+    lua_pushstring(L, "zeros");
+    lua_setfield(L, -2, "zeros");
+    lua_pushstring(L, "fan_in");
+    lua_setfield(L, -2, "fan_in");
+    lua_setglobal(L, "init");
+}
