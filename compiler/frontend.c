@@ -110,26 +110,6 @@ void check_options(lua_State *L, int idx, const char *fn, const char *const *kno
     }
 }
 
-int opt_int(lua_State *L, int idx, const char *key, int fallback) {
-    if (lua_isnoneornil(L, idx)) return fallback;
-    lua_getfield(L, idx, key);
-    int ok, v = fallback;
-    if (!lua_isnil(L, -1)) {
-        v = (int)lua_tointegerx(L, -1, &ok);
-        if (!ok) luaL_error(L, "option '%s' must be an integer", key);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-int opt_bool(lua_State *L, int idx, const char *key, int fallback) {
-    if (lua_isnoneornil(L, idx)) return fallback;
-    lua_getfield(L, idx, key);
-    int v = lua_isnil(L, -1) ? fallback : lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 void opt_name(lua_State *L, int idx, Node *n) {
     if (lua_isnoneornil(L, idx)) return;
     lua_getfield(L, idx, "name");

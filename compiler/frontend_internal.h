@@ -30,8 +30,6 @@ Node *finish(lua_State *L, Node *n);
 Shape check_shape(lua_State *L, int idx, const char *fn);
 /* every key of the option table at idx is in `known` (NULL-terminated), else an error */
 void check_options(lua_State *L, int idx, const char *fn, const char *const *known);
-int opt_int(lua_State *L, int idx, const char *key, int fallback);
-int opt_bool(lua_State *L, int idx, const char *key, int fallback);
 void opt_name(lua_State *L, int idx, Node *n);
 Node *make(lua_State *L, Op op, int n_in, Node **in); /* a node at the caller's line */
 void run_chunk(lua_State *L, const char *text, size_t len, const char *chunkname);

@@ -166,109 +166,145 @@ static int l_rope_tables(lua_State *L) {
 
 /* ---- ops */
 
-static const char *const only_name[] = {"name", NULL};
+/* The option table of an op's DSL call, from the attribute table (attrs.h): `name` and the
+ * op's AS_OPTION attributes, each of its kind; a key outside them is an error. Returns the
+ * mask of the attributes the table gave (the others keep the values the caller set). */
+static unsigned op_options(lua_State *L, int idx, Node *n) {
+    const char *fn = op_info[n->op].name;
+    unsigned mask = op_info[n->op].attrs, given = 0;
+    const char *known[ATTR_COUNT + 2];
+    int k = 0;
+    known[k++] = "name";
+    for (int id = 0; id < ATTR_COUNT; id++)
+        if ((mask & (1u << id)) && attr_info[id].source == AS_OPTION) known[k++] = attr_info[id].key;
+    known[k] = NULL;
+    check_options(L, idx, fn, known);
+    if (lua_isnoneornil(L, idx)) return 0;
+    for (int i = 1; i < k; i++) {
+        AttrId id = attr_by_key(known[i]);
+        lua_getfield(L, idx, known[i]);
+        if (!lua_isnil(L, -1)) {
+            char text[40];
+            int ok = 1;
+            switch (attr_info[id].kind) {
+            case AK_BOOL:
+                ok = lua_isboolean(L, -1);
+                snprintf(text, sizeof text, "%d", lua_toboolean(L, -1));
+                break;
+            case AK_INT:
+            case AK_I64: {
+                lua_Integer v = lua_tointegerx(L, -1, &ok);
+                snprintf(text, sizeof text, "%lld", (long long)v);
+                break;
+            }
+            case AK_REAL:
+                ok = lua_type(L, -1) == LUA_TNUMBER;
+                fmt_double(text, lua_tonumber(L, -1));
+                break;
+            case AK_DTYPE:
+            case AK_TEXT:
+                ok = lua_type(L, -1) == LUA_TSTRING;
+                snprintf(text, sizeof text, "%s", ok ? lua_tostring(L, -1) : "");
+                break;
+            }
+            static const char *const wanted[] = {[AK_DTYPE] = "a dtype name", [AK_INT] = "an integer", [AK_I64] = "an integer",
+                                                 [AK_BOOL] = "true or false", [AK_REAL] = "a number", [AK_TEXT] = "a string"};
+            if (!ok) luaL_error(L, "%s: option '%s' must be %s", fn, known[i], wanted[attr_info[id].kind]);
+            char *err = attr_parse(&n->a, id, text);
+            if (err) luaL_error(L, "%s: %s", fn, err);
+            given |= 1u << id;
+        }
+        lua_pop(L, 1);
+    }
+    opt_name(L, idx, n);
+    return given;
+}
 
-static int l_unary(lua_State *L, Op op) {
-    Node *x = check_node(L, 1, op_info[op].name, "x");
-    check_options(L, 2, op_info[op].name, only_name);
-    Node *n = make(L, op, 1, &x);
-    opt_name(L, 2, n);
+/* op(in..., { options }) for ops whose inputs are all tensors */
+static int l_op(lua_State *L, Op op) {
+    static const char *const what[] = {"first input", "second input", "third input"};
+    int n_in = op_info[op].n_in;
+    Node *in[3];
+    for (int i = 0; i < n_in; i++) in[i] = check_node(L, i + 1, op_info[op].name, n_in == 1 ? "x" : what[i]);
+    Node *n = make(L, op, n_in, in);
+    op_options(L, n_in + 1, n);
     finish(L, n);
     return 1;
 }
 
-static int l_binary(lua_State *L, Op op) {
-    Node *in[2] = {check_node(L, 1, op_info[op].name, "first input"), check_node(L, 2, op_info[op].name, "second input")};
-    check_options(L, 3, op_info[op].name, only_name);
-    Node *n = make(L, op, 2, in);
-    opt_name(L, 3, n);
-    finish(L, n);
-    return 1;
-}
-
-static int l_add(lua_State *L) { return l_binary(L, OP_ADD); }
-static int l_add_(lua_State *L) { return l_binary(L, OP_ADD_); }
-static int l_mul(lua_State *L) { return l_binary(L, OP_MUL); }
-static int l_type_as(lua_State *L) { return l_binary(L, OP_TYPE_AS); }
-static int l_silu(lua_State *L) { return l_unary(L, OP_SILU); }
-static int l_sum_all(lua_State *L) { return l_unary(L, OP_SUM_ALL); }
+static int l_add(lua_State *L) { return l_op(L, OP_ADD); }
+static int l_add_(lua_State *L) { return l_op(L, OP_ADD_); }
+static int l_mul(lua_State *L) { return l_op(L, OP_MUL); }
+static int l_type_as(lua_State *L) { return l_op(L, OP_TYPE_AS); }
+static int l_silu(lua_State *L) { return l_op(L, OP_SILU); }
+static int l_sum_all(lua_State *L) { return l_op(L, OP_SUM_ALL); }
+static int l_embedding(lua_State *L) { return l_op(L, OP_EMBEDDING); }
 
 static int l_cast(lua_State *L) {
     Node *x = check_node(L, 1, "cast", "x");
     const char *to = luaL_checkstring(L, 2);
     DType t = dtype_parse(to);
     if (!dtype_is_float(t)) return luaL_error(L, "cast: unknown float dtype '%s' (f16, bf16, f32, f64)", to);
-    check_options(L, 3, "cast", only_name);
     Node *n = make(L, OP_CAST, 1, &x);
     n->a.to = t;
     n->explicit_cast = 1;
-    opt_name(L, 3, n);
+    op_options(L, 3, n);
     finish(L, n);
     return 1;
 }
 
-/* op(x, number, { name = ... }): the number goes to *field of the node's attributes */
-static int l_unary_number(lua_State *L, Op op, size_t field) {
+/* op(x, number, { options }): the number is the op's one AS_ARGUMENT attribute */
+static int l_unary_number(lua_State *L, Op op) {
     Node *x = check_node(L, 1, op_info[op].name, "x");
-    double c = luaL_checknumber(L, 2);
-    check_options(L, 3, op_info[op].name, only_name);
+    luaL_checknumber(L, 2);
+    char text[32];
+    fmt_double(text, lua_tonumber(L, 2));
     Node *n = make(L, op, 1, &x);
-    *(double *)((char *)&n->a + field) = c;
-    opt_name(L, 3, n);
+    for (int id = 0; id < ATTR_COUNT; id++)
+        if ((op_info[op].attrs & (1u << id)) && attr_info[id].source == AS_ARGUMENT) free(attr_parse(&n->a, (AttrId)id, text));
+    op_options(L, 3, n);
     finish(L, n);
     return 1;
 }
 
-static int l_scale(lua_State *L) { return l_unary_number(L, OP_SCALE, offsetof(Attrs, scale)); }
-static int l_rms_normalize(lua_State *L) { return l_unary_number(L, OP_RMS_NORMALIZE, offsetof(Attrs, eps)); }
+static int l_scale(lua_State *L) { return l_unary_number(L, OP_SCALE); }
+static int l_rms_normalize(lua_State *L) { return l_unary_number(L, OP_RMS_NORMALIZE); }
 
 static int l_linear(lua_State *L) {
     Node *in[2] = {check_node(L, 1, "linear", "x"), check_node(L, 2, "linear", "weight")};
-    check_options(L, 3, "linear", only_name);
     Node *n = make(L, OP_LINEAR, 2, in);
     /* named after its weight unless told otherwise: model.layers.0.self_attn.q_proj */
     const char *wn = in[1]->name;
     size_t len = wn ? strlen(wn) : 0;
     if (wn && len > 7 && strcmp(wn + len - 7, ".weight") == 0) n->name = xstrndup(wn, len - 7);
-    opt_name(L, 3, n);
+    op_options(L, 3, n);
     finish(L, n);
     return 1;
 }
 
-static int l_embedding(lua_State *L) { return l_binary(L, OP_EMBEDDING); }
-
 static int l_rope(lua_State *L) {
-    static const char *const known[] = {"heads", "name", NULL};
     Node *in[3] = {check_node(L, 1, "rope", "x"), check_node(L, 2, "rope", "cos"), check_node(L, 3, "rope", "sin")};
-    check_options(L, 4, "rope", known);
     Node *n = make(L, OP_ROPE, 3, in);
-    n->a.heads = opt_int(L, 4, "heads", 0);
-    opt_name(L, 4, n);
+    op_options(L, 4, n);
     finish(L, n);
     return 1;
 }
 
 static int l_attention(lua_State *L) {
-    static const char *const known[] = {"heads", "kv_heads", "causal", "name", NULL};
     Node *in[3] = {check_node(L, 1, "attention", "q"), check_node(L, 2, "attention", "k"),
                    check_node(L, 3, "attention", "v")};
-    check_options(L, 4, "attention", known);
     Node *n = make(L, OP_ATTENTION, 3, in);
-    n->a.heads = opt_int(L, 4, "heads", 0);
-    n->a.kv_heads = opt_int(L, 4, "kv_heads", n->a.heads);
-    n->a.causal = opt_bool(L, 4, "causal", 1);
-    opt_name(L, 4, n);
+    n->a.causal = 1;
+    if (!(op_options(L, 4, n) & ATTR_BIT(KV_HEADS))) n->a.kv_heads = n->a.heads; /* plain multi-head attention */
     finish(L, n);
     return 1;
 }
 
 static int l_cross_entropy(lua_State *L) {
-    static const char *const known[] = {"ignore", "name", NULL};
     Node *in[2] = {check_node(L, 1, "cross_entropy", "logits"), check_node(L, 2, "cross_entropy", "labels")};
-    check_options(L, 3, "cross_entropy", known);
     Node *n = make(L, OP_CROSS_ENTROPY, 2, in);
-    n->a.ignore_index = opt_int(L, 3, "ignore", -100);
-    opt_name(L, 3, n);
+    n->a.ignore_index = -100; /* torch's default */
+    op_options(L, 3, n);
     finish(L, n);
     return 1;
 }

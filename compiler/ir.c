@@ -104,30 +104,4 @@ const char *node_label(const Node *n) {
     return b;
 }
 
-/* the attributes an op uses, as key=value */
-void ir_attrs(StrBuf *o, const Node *n) {
-    char d[32];
-    const Attrs *a = &n->a;
-    switch (n->op) {
-    case OP_CAST: sb_printf(o, " to=%s", dtype_name(a->to)); break;
-    case OP_SCALE: sb_printf(o, " scale=%s", fmt_double(d, a->scale)); break;
-    case OP_RMS_NORMALIZE:
-    case OP_RMS_NORMALIZE_BACKWARD: sb_printf(o, " eps=%s", fmt_double(d, a->eps)); break;
-    case OP_ROPE: sb_printf(o, " heads=%d", a->heads); break;
-    case OP_ROPE_BACKWARD: sb_printf(o, " heads=%d to=%s", a->heads, dtype_name(a->to)); break;
-    case OP_ATTENTION:
-    case OP_ATTENTION_BACKWARD_DQ:
-    case OP_ATTENTION_BACKWARD_DKV: sb_printf(o, " heads=%d kv_heads=%d causal=%d", a->heads, a->kv_heads, a->causal); break;
-    case OP_CROSS_ENTROPY:
-    case OP_CROSS_ENTROPY_BACKWARD: sb_printf(o, " ignore=%lld", (long long)a->ignore_index); break;
-    case OP_PART: sb_printf(o, " index=%d", a->index); break;
-    case OP_GRAD_ACCUMULATE: sb_printf(o, " param=%d", a->param); break;
-    case OP_EMBEDDING_SORT:
-    case OP_EMBEDDING_BACKWARD: sb_printf(o, " vocab=%lld", (long long)a->vocab); break;
-    case OP_PARAM: sb_printf(o, " init=%s", a->init); break;
-    case OP_CONST: sb_printf(o, " gen=%s", a->gen); break;
-    case OP_STATE: sb_printf(o, " slot=%s", a->slot); break;
-    default: break;
-    }
-}
-
+void ir_attrs(StrBuf *o, const Node *n) { attrs_print(o, &n->a, op_info[n->op].attrs); }

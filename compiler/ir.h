@@ -17,20 +17,6 @@ typedef struct Shape {
     int64_t dim[IR_MAX_DIMS];
 } Shape;
 
-typedef struct Attrs {
-    DType to;          /* cast: target dtype; rope_backward: dtype of the rope input */
-    double eps;        /* rms_normalize(_backward) */
-    double scale;      /* scale: the constant factor */
-    int heads, kv_heads, causal;     /* rope, attention */
-    int64_t ignore_index;            /* cross_entropy: targets equal to it are left out */
-    int index;         /* part: which extra output of the producer */
-    int param;         /* grad_accumulate: the parameter's index */
-    int64_t vocab;     /* embedding_backward: rows of the weight */
-    const char *init;  /* param: initialiser, e.g. "normal(0,0.02)" */
-    const char *gen;   /* const: generator, e.g. "rope_cos(512,64,1e6)" */
-    const char *slot;  /* state: slot name in the step state */
-} Attrs;
-
 typedef struct Node Node;
 struct Node {
     int id;
@@ -136,6 +122,6 @@ int shape_is_suffix(const Shape *a, const Shape *b);
 
 const char *node_label(const Node *n); /* its name or "%<id>" */
 struct StrBuf;
-void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" */
+void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" (attrs.h) */
 
 #endif

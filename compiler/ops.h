@@ -5,6 +5,7 @@
 #ifndef MMC_OPS_H
 #define MMC_OPS_H
 
+#include "attrs.h"
 #include "dtype.h"
 
 /*  enum                     name                     */
@@ -79,6 +80,7 @@ typedef struct OpInfo {
     int n_in;
     OpKind kind;
     PrecClass prec;
+    unsigned attrs;     /* bit ATTR_x set = the op uses attribute x (attrs.h) */
     int n_parts;        /* extra outputs, reached through OP_PART nodes */
     unsigned prologue;  /* anchors: bit i set = input i may be computed by fused elementwise ops */
     int epilogue;       /* anchors: elementwise consumers of the output may fuse in */

@@ -25,9 +25,8 @@ static char *node_key(const Node *n) {
     sb_printf(&b, "%d|%d|%d|", n->op, n->dtype, n->compute);
     for (int i = 0; i < n->n_in; i++) sb_printf(&b, "%d,", n->in[i]->id);
     for (int i = 0; i < n->shape.rank; i++) sb_printf(&b, "x%lld", (long long)n->shape.dim[i]);
-    const Attrs *a = &n->a;
-    sb_printf(&b, "|%d|%.17g|%.17g|%d|%d|%d|%lld|%d|%lld", a->to, a->eps, a->scale, a->heads, a->kv_heads, a->causal,
-              (long long)a->ignore_index, a->index, (long long)a->vocab);
+    /* every attribute the op uses, from the attribute table, so none can be left out */
+    ir_attrs(&b, n);
     return b.s;
 }
 

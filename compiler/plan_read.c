@@ -78,6 +78,33 @@ static Shape shape_field(Reader *r, const char *s) {
     return sh;
 }
 
+/* The node fields every op line may have; the rest of its key=value words must be the
+ * attributes its op uses (attrs.h), each present once. */
+static const char *const node_fields[] = {"in", "shape", "dtype", "compute", "at", "bwd", "name", NULL};
+
+static void read_attrs(Reader *r, const Line *l, Node *n) {
+    unsigned mask = op_info[n->op].attrs, seen = 0;
+    for (int i = 3; i < l->n; i++) {
+        const char *w = l->words[i], *eq = strchr(w, '=');
+        if (!eq) bad(r, "bad field '%s' (key=value)", w);
+        char *k = xstrndup(w, (size_t)(eq - w));
+        int known = 0;
+        for (int f = 0; node_fields[f]; f++) known |= !strcmp(node_fields[f], k);
+        AttrId id = known ? ATTR_COUNT : attr_by_key(k);
+        if (!known && (id == ATTR_COUNT || !(mask & (1u << id))))
+            bad(r, "%s", xasprintf("field '%s' is no attribute of %s", k, op_info[n->op].name));
+        free(k);
+        if (known) continue;
+        if (seen & (1u << id)) bad(r, "attribute %s given twice", attr_info[id].key);
+        seen |= 1u << id;
+        char *err = attr_parse(&n->a, id, eq + 1);
+        if (err) bad(r, "%s", err);
+    }
+    for (int id = 0; id < ATTR_COUNT; id++)
+        if ((mask & (1u << id)) && !(seen & (1u << id)))
+            bad(r, "%s", xasprintf("%s needs attribute %s", op_info[n->op].name, attr_info[id].key));
+}
+
 static Node *read_node(Reader *r, const Line *l) {
     Plan *pl = r->pl;
     if (l->n < 3) bad(r, "short node line%s", "");
@@ -103,19 +130,7 @@ static Node *read_node(Reader *r, const Line *l) {
     const char *c = field(l, "compute");
     n->compute = c ? dtype_field(r, c) : n->dtype;
     const char *v;
-    if ((v = field(l, "to"))) n->a.to = dtype_field(r, v);
-    if ((v = field(l, "scale"))) n->a.scale = num(r, v);
-    if ((v = field(l, "eps"))) n->a.eps = num(r, v);
-    if ((v = field(l, "heads"))) n->a.heads = (int)num(r, v);
-    if ((v = field(l, "kv_heads"))) n->a.kv_heads = (int)num(r, v);
-    if ((v = field(l, "causal"))) n->a.causal = (int)num(r, v);
-    if ((v = field(l, "ignore"))) n->a.ignore_index = (int64_t)num(r, v);
-    if ((v = field(l, "index"))) n->a.index = (int)num(r, v);
-    if ((v = field(l, "param"))) n->a.param = (int)num(r, v);
-    if ((v = field(l, "vocab"))) n->a.vocab = (int64_t)num(r, v);
-    if ((v = field(l, "init"))) n->a.init = xstrdup(v);
-    if ((v = field(l, "gen"))) n->a.gen = xstrdup(v);
-    if ((v = field(l, "slot"))) n->a.slot = xstrdup(v);
+    read_attrs(r, l, n);
     if ((v = field(l, "name"))) n->name = xstrdup(v);
     if ((v = field(l, "bwd"))) n->backward = 1;
     if ((v = field(l, "at"))) {

@@ -1,0 +1,5 @@
+-- expect: bad_option_other_op.lua:4: rope: unknown option 'kv_heads' (known: name, heads)
+local x = param("x", {1, 4, 8}, "normal(0,1)")
+local cos, sin = rope_tables(4, 4, 10000)
+local r = rope(x, cos, sin, { heads = 2, kv_heads = 1 })
+loss(sum_all(r))
