@@ -293,7 +293,7 @@ static void kernel_comment(Gen *G, StrBuf *o) {
     }
 }
 
-static void begin_kernel(Gen *G, Group *gr) {
+void begin_kernel(Gen *G, Group *gr) {
     G->gr = gr;
     G->reg_f64 = 0;
     for (int i = 0; i < gr->n_nodes; i++) {
@@ -313,12 +313,11 @@ int64_t blocks_for(int64_t n, int64_t threads) {
     return b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b;
 }
 
-/* Eight consecutive elements a thread, with 16-byte loads and stores, where every operand
- * allows it (elementwise_wide.cu); one element a thread otherwise. */
+/* A fused elementwise chain, one element or (wide) eight a thread, as the launch step chose. */
 static void gen_elementwise(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     const Shape *space = &gr->nodes[gr->n_nodes - 1]->shape;
-    int wide = !(G->reference & REF_WIDE) && wide_ok(G, gr->nodes, gr->n_nodes, space);
+    int wide = gr->wide;
     StrBuf body = {0};
     char *loads = NULL, *stores = NULL;
     if (wide) wide_begin(G, "        ");
@@ -326,6 +325,7 @@ static void gen_elementwise(Gen *G, StrBuf *o) {
     if (wide) wide_end(G, &loads, &stores);
     Keys ks = {0};
     key(&ks, "NAME", "%s", gr->kernel);
+    launch_keys(gr, &ks);
     key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
     key(&ks, "N", "%lld", (long long)shape_numel(space));
     key(&ks, "BODY", "%s", body.s ? body.s : "");
@@ -333,9 +333,7 @@ static void gen_elementwise(Gen *G, StrBuf *o) {
         key(&ks, "LOADS", "%s", loads);
         key(&ks, "STORES", "%s", stores);
     }
-    render(o, wide ? "elementwise_wide.cu" : "elementwise.cu", &ks);
-    gr->block = 256;
-    gr->grid = blocks_for(shape_numel(space) / (wide ? 8 : 1), 256);
+    render(o, gr->tmpl, &ks);
     sb_free(&body);
     free(loads), free(stores);
 }
@@ -360,9 +358,25 @@ int codegen_reference_parse(const char *list) {
     return (int)mask;
 }
 
+void gen_init(Gen *G, const Graph *g, Program *p, unsigned reference) {
+    *G = (Gen){.g = g, .p = p, .R = "float", .eager = g->policy.round_eager, .reference = reference, .wind = ""};
+    G->declared = xcalloc((size_t)g->next_id, 1);
+    G->scope = xcalloc((size_t)g->next_id, 1);
+    G->wloaded = xcalloc((size_t)g->next_id, 1);
+    G->wstored = xcalloc((size_t)g->next_id, 1);
+}
+
+void gen_free(Gen *G) {
+    sb_free(&G->ptrs);
+    free(G->declared);
+    free(G->scope);
+    free(G->wloaded), free(G->wstored);
+    sb_free(&G->wdecls);
+}
+
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
-    Gen G = {g, p, NULL, "float", 0, g->policy.round_eager, reference, 0, {0}, xcalloc((size_t)g->next_id, 1),
-             xcalloc((size_t)g->next_id, 1), 0, {0}, {0}, xcalloc((size_t)g->next_id, 1), xcalloc((size_t)g->next_id, 1), "", 0, {0}};
+    Gen G;
+    gen_init(&G, g, p, reference);
     StrBuf o = {0}, k = {0};
     sb_printf(&o, "// kernels.cu for graph '%s' (%s), policy %s, rounding %s.\n", g->name, g->source, g->policy.name,
               g->policy.round_eager ? "eager" : "fused");
@@ -374,8 +388,9 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     sb_append(&o, "};\n\n");
     sb_append(&o, template_text("prelude.cuh"));
     sb_append(&o, "\n");
-    const char *state = template_text("step_state.h");
-    sb_append(&o, state);
+    sb_append(&o, template_text("step_state.h"));
+    sb_append(&o, "\n");
+    sb_append(&o, template_text("layouts.h"));
     for (int i = 0; i < p->n_groups; i++) {
         Group *gr = p->groups[i];
         begin_kernel(&G, gr);
@@ -403,10 +418,6 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     }
     sb_append(&o, k.s ? k.s : "");
     sb_free(&k);
-    sb_free(&G.ptrs);
-    free(G.declared);
-    free(G.scope);
-    free(G.wloaded), free(G.wstored);
-    sb_free(&G.wdecls);
+    gen_free(&G);
     return o.s;
 }

@@ -1,7 +1,10 @@
-/* codegen_anchors: fills each anchor op's template. The group's other nodes split into a
- * prologue (computed per element of the anchor's input, before the anchor), an epilogue
- * (computed per element of its output, from the anchor's value) and, where the group has a
- * row sum, the sum's epilogue (per element of the sum, once it is complete). */
+/* codegen_anchors: each anchor op's two functions, which its row in the op table points to:
+ * launch_<op> picks the template and the launch shape and tiles (the launch step, before any
+ * code is written), gen_<op> fills the template's other holes. The group's other nodes split
+ * into a prologue (computed per element of the anchor's input, before the anchor), an
+ * epilogue (computed per element of its output, from the anchor's value) and, where the group
+ * has a row sum, the sum's epilogue (per element of the sum, once it is complete). The
+ * attention kernels are in codegen_attention.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +13,7 @@
 
 #define B(i) (1u << (i))
 
-typedef struct Split {
-    Node **pro, **epi, **sum;
-    int n_pro, n_epi, n_sum, cap_pro, cap_epi, cap_sum;
-    char *in_array; /* by node id: a prologue value the epilogue reads, kept in pv<id>[k] */
-} Split;
-
-static Split split_group(Gen *G) {
+Split split_group(Gen *G) {
     Group *gr = G->gr;
     Split s = {0};
     s.in_array = xcalloc((size_t)G->g->next_id, 1);
@@ -35,7 +32,7 @@ static Split split_group(Gen *G) {
     return s;
 }
 
-static void free_split(Split *s) {
+void free_split(Split *s) {
     free(s->pro);
     free(s->epi);
     free(s->sum);
@@ -45,7 +42,7 @@ static void free_split(Split *s) {
 /* `slot`: the index of the element in the thread's pv arrays ("k", or "c * 8 + k" when wide) */
 /* The prologue over `pro_space` and the epilogue over `epi_space` can run 8 elements at a
  * time, and so can the anchor's inputs the template reads through operand(). */
-static int split_wide(const Gen *G, const Split *s, const Shape *pro_space, const Shape *epi_space, unsigned read_inputs) {
+int split_wide(const Gen *G, const Split *s, const Shape *pro_space, const Shape *epi_space, unsigned read_inputs) {
     const Node *a = G->gr->anchor;
     if ((G->reference & REF_WIDE) || !wide_ok(G, s->pro, s->n_pro, pro_space) || !wide_ok(G, s->epi, s->n_epi, epi_space)) return 0;
     if (shape_numel(&a->shape) % 8 || !wide_operand(a)) return 0;
@@ -87,144 +84,17 @@ static char *epilogue(Gen *G, Split *s, const char *ind, const char *slot) {
     return o.s ? o.s : xstrdup("");
 }
 
-static Node *part_of(const Group *gr, int index) {
+Node *part_of(const Group *gr, int index) {
     for (int i = 0; i < gr->n_nodes; i++)
         if (gr->nodes[i]->op == OP_PART && gr->nodes[i]->in[0] == gr->anchor && gr->nodes[i]->a.index == index)
             return gr->nodes[i];
     return NULL;
 }
 
-static Node *need_part(const Group *gr, int index) {
+Node *need_part(const Group *gr, int index) {
     Node *n = part_of(gr, index);
     if (!n) die("internal error: %s has no part %d", gr->kernel, index);
     return n;
-}
-
-static void common(Gen *G, Keys *ks) {
-    key(ks, "NAME", "%s", G->gr->kernel);
-    key_optional(ks, "R", G->R); /* the register type: the tensor-core kernels have their own */
-}
-
-static void pointers(Gen *G, Keys *ks) { key(ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : ""); }
-
-/* Attention and its two backward kernels. The flash kernels (tensor cores, f16 or bf16
- * tensors, head_dim a multiple of 16 up to 128) are the default; the f32 and f64 policies,
- * other head sizes and --reference-kernels take the exact kernels, one block per row. The
- * tile sizes are decided here and passed to the templates, which derive everything from
- * them; the shared memory they need is the sum of their tiles. */
-static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
-    DType c = a->compute;
-    if ((G->reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
-    for (int k = 0; k < a->n_in; k++)
-        if ((op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != c) return 0;
-    for (int k = 0; k < a->n_in; k++)
-        if (!(op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != DT_F32) return 0; /* lse, dsum */
-    return a->dtype == c;
-}
-
-static const char *attention(Gen *G, Keys *ks, Node *a) {
-    Group *gr = G->gr;
-    int fwd = a->op == OP_ATTENTION, dq = a->op == OP_ATTENTION_BACKWARD_DQ;
-    const Shape *q = &a->in[fwd ? 0 : 1]->shape;
-    int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads, pitch = hd + 8;
-    int flash = flash_fits(G, a, hd);
-    if (fwd && flash && part_of(gr, 1) && part_of(gr, 1)->dtype != DT_F32) flash = 0; /* lse */
-    if (dq && flash && need_part(gr, 1)->dtype != DT_F32) flash = 0;                    /* dsum */
-    if (!fwd && !dq && flash && need_part(gr, 1)->dtype != a->dtype) flash = 0;          /* dv */
-    G->uses_flash |= flash;
-    char *sc = literal(G, 1.0 / sqrt((double)hd));
-    key(ks, "T", "%lld", (long long)t);
-    key(ks, "H", "%d", a->a.heads);
-    key(ks, "KV", "%d", a->a.kv_heads);
-    key(ks, "HD", "%lld", (long long)hd);
-    key(ks, "SCALE", "%s", sc);
-    key(ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
-    if (flash) key(ks, "E", "%s", dtype_cuda(a->compute));
-    size_t rsize = G->reg_f64 ? 8 : 4;
-    const char *tmpl;
-    gr->block = 128;
-    if (fwd) {
-        key(ks, "Q", "%s", ptr(G, a->in[0]));
-        key(ks, "K", "%s", ptr(G, a->in[1]));
-        key(ks, "V", "%s", ptr(G, a->in[2]));
-        key(ks, "O", "%s", ptr(G, a));
-        Node *lse = part_of(gr, 1);
-        if (flash) {
-            /* one 16-row tile a warp: 128 registers a thread, so 4 blocks (16 warps) share
-             * an SM and hide each other's latencies (two tiles a warp took 254 registers, 2
-             * blocks an SM, and measured 10% slower) */
-            int64_t mt = 1, br = 64 * mt, bc = 64;
-            key(ks, "MIN_BLOCKS", "%d", hd <= 64 ? 4 : 1);
-            key(ks, "LSE", "%s", lse ? ptr(G, lse) : "(float *)0");
-            key(ks, "MT", "%lld", (long long)mt);
-            key(ks, "BR", "%lld", (long long)br);
-            key(ks, "BC", "%lld", (long long)bc);
-            gr->grid = bsz * a->a.heads, gr->grid_y = (t + br - 1) / br;
-            gr->smem = (br + 4 * bc) * pitch * 2;
-            tmpl = "attention_flash.cu";
-        } else {
-            if (lse) key(ks, "STORE_LSE", "st(%s, bh * %lld + i, m + mmc_log(l));", ptr(G, lse), (long long)t);
-            else key(ks, "STORE_LSE", "{}");
-            gr->grid = bsz * a->a.heads * t;
-            gr->smem = (int64_t)((t + hd) * rsize);
-            tmpl = "attention.cu";
-        }
-    } else if (dq) {
-        key(ks, "DO", "%s", ptr(G, a->in[0]));
-        key(ks, "Q", "%s", ptr(G, a->in[1]));
-        key(ks, "K", "%s", ptr(G, a->in[2]));
-        key(ks, "V", "%s", ptr(G, a->in[3]));
-        key(ks, "O", "%s", ptr(G, a->in[4]));
-        key(ks, "LSE", "%s", ptr(G, a->in[5]));
-        key(ks, "DQ", "%s", ptr(G, a));
-        key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
-        if (flash) {
-            /* key tiles of 32: up to 64 wide heads then fit 4 blocks an SM in registers
-             * (128 each) without spilling; wider ones take what they need */
-            int64_t bc = 32;
-            key(ks, "BC", "%lld", (long long)bc);
-            key(ks, "MIN_BLOCKS", "%d", hd <= 64 ? 4 : 1);
-            gr->grid = bsz * a->a.heads, gr->grid_y = (t + 63) / 64;
-            gr->smem = (2 * 64 + 4 * bc) * pitch * 2 + 64 * 4;
-            tmpl = "attention_backward_dq_flash.cu";
-        } else {
-            gr->grid = bsz * a->a.heads * t;
-            gr->smem = (int64_t)((t + 2 * hd) * rsize);
-            tmpl = "attention_backward_dq.cu";
-        }
-    } else {
-        key(ks, "DO", "%s", ptr(G, a->in[0]));
-        key(ks, "Q", "%s", ptr(G, a->in[1]));
-        key(ks, "K", "%s", ptr(G, a->in[2]));
-        key(ks, "V", "%s", ptr(G, a->in[3]));
-        key(ks, "LSE", "%s", ptr(G, a->in[4]));
-        key(ks, "DSUM", "%s", ptr(G, a->in[5]));
-        key(ks, "DK", "%s", ptr(G, a));
-        key(ks, "DV", "%s", ptr(G, need_part(gr, 1)));
-        if (flash) {
-            /* under eager rounding each query head's share of dk and dv is rounded before the
-             * group's sum, as PyTorch rounds what SDPA returns for each repeated kv head */
-            /* query tiles of 64 up to 64 wide heads: 218 registers, 2 blocks an SM (tiles of
-             * 32 fit 3 blocks in 168 registers, and measured slower) */
-            int64_t bq = hd <= 64 ? 64 : 32, round_heads = G->eager && a->a.heads > a->a.kv_heads;
-            key(ks, "BQ", "%lld", (long long)bq);
-            key(ks, "ROUND_HEADS", "%lld", (long long)round_heads);
-            gr->grid = bsz * a->a.kv_heads, gr->grid_y = (t + 63) / 64;
-            /* the k and v tiles, whose bytes hold the rounded shares once k and v sit in
-             * registers (hd <= 64), then the q and dO tiles and the stats */
-            int64_t kv = 2 * 64 * pitch * 2, sums = round_heads ? 2 * hd / 8 * 4 * 128 * 4 : 0;
-            int64_t head = round_heads && hd <= 64 ? (kv > sums ? kv : sums) : kv + sums;
-            gr->smem = head + 4 * bq * pitch * 2 + 4 * bq * 4;
-            tmpl = "attention_backward_dkv_flash.cu";
-        } else {
-            gr->grid = bsz * a->a.kv_heads * t;
-            gr->smem = (int64_t)((2 * t + 2 * hd) * rsize);
-            tmpl = "attention_backward_dkv.cu";
-        }
-    }
-    pointers(G, ks);
-    free(sc);
-    return tmpl;
 }
 
 /* The row sum's epilogue: the sum's value is v<id> of the group's row_sum, per element of
@@ -238,12 +108,12 @@ static char *sum_epilogue(Gen *G, Split *s, const char *ind) {
     return o.s ? o.s : xstrdup("");
 }
 
-/* RMSNorm and its backward (rms_normalize_rows.cu), with the group's row sum if it has one.
- * A row takes the smallest power-of-two team of threads that keeps at most 16 of its values
- * in a thread (2 runs of 8 when wide), and blocks of at least 256 threads take several rows
- * at once. With a row sum, about 256 blocks loop over the rows, so that the table of their
- * partial sums stays small for the last block to add up. */
-static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
+/* ---- RMSNorm and its backward (rms_normalize_rows.cu), with the group's row sum if it has
+ * one. A row takes the smallest power-of-two team of threads that keeps at most 16 of its
+ * values in a thread (2 runs of 8 when wide), and blocks of at least 256 threads take several
+ * rows at once. With a row sum, about 256 blocks loop over the rows, so that the table of
+ * their partial sums stays small for the last block to add up. */
+void launch_rms_rows(Gen *G, const Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor, *rsum = gr->row_sum;
     const Shape *in = &a->in[0]->shape;
@@ -251,7 +121,6 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
     int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD;
     int wide = d % 8 == 0 && split_wide(G, s, in, &a->shape, bwd ? B(0) | B(1) : B(0));
     if (wide && rsum && rsum->in[0]->group != gr->id && !wide_operand(rsum->in[0])) wide = 0;
-    int sum_wide = wide && rsum && wide_ok(G, s->sum, s->n_sum, &rsum->shape);
     int64_t w = wide ? 8 : 1, runs = d / w, most = wide ? 2 : 16, tpr = 1;
     while (tpr < 1024 && tpr * most < runs) tpr *= 2;
     int64_t ch = (runs + tpr - 1) / tpr, threads = tpr > 256 ? tpr : 256, teams = threads / tpr;
@@ -265,6 +134,21 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
     while (group * group < grid) group++;
     int64_t groups = (grid + group - 1) / group;
     int64_t lanes = runs >= threads ? 1 : threads / runs, part = (teams > lanes ? teams : lanes) * d;
+    gr->tmpl = "rms_normalize_rows.cu", gr->wide = wide;
+    gr->grid = grid, gr->block = threads;
+    tile(gr, "TPR", tpr), tile(gr, "TEAMS", teams), tile(gr, "W", w), tile(gr, "CH", ch), tile(gr, "ITERS", iters);
+    tile(gr, "GRID", grid), tile(gr, "FULL", d == tpr * ch * w && rows == grid * teams * iters);
+    tile(gr, "SUM_PART", part), tile(gr, "SUM_LANES", lanes), tile(gr, "GROUP", group), tile(gr, "GROUPS", groups);
+}
+
+void gen_rms_rows(Gen *G, Keys *ks, Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor, *rsum = gr->row_sum;
+    const Shape *in = &a->in[0]->shape;
+    int64_t d = in->dim[in->rank - 1], rows = shape_numel(in) / d;
+    int bwd = a->op == OP_RMS_NORMALIZE_BACKWARD, wide = gr->wide;
+    int sum_wide = wide && rsum && wide_ok(G, s->sum, s->n_sum, &rsum->shape);
+    int64_t w = tile_of(gr, "W"), ch = tile_of(gr, "CH");
     const char *ind = "                    ";
     char *slot = xasprintf("c * %lld + k", (long long)w);
     char *loads = NULL, *decls = NULL, *ps = NULL, *es = NULL, *sl = NULL, *ss = NULL, *none = NULL;
@@ -294,251 +178,291 @@ static const char *rms_rows(Gen *G, Keys *ks, Split *s, const char *va) {
     else key(ks, "STORE_FACTOR", "{}");
     key(ks, "BACKWARD", "%d", bwd);
     key(ks, "ROW_SUM", "%d", rsum != NULL);
-    key(ks, "THREADS", "%lld", (long long)threads);
-    key(ks, "TPR", "%lld", (long long)tpr);
-    key(ks, "TEAMS", "%lld", (long long)teams);
     key(ks, "D", "%lld", (long long)d);
-    key(ks, "W", "%lld", (long long)w);
-    key(ks, "CH", "%lld", (long long)ch);
     key(ks, "ROWS", "%lld", (long long)rows);
-    key(ks, "ITERS", "%lld", (long long)iters);
-    key(ks, "GRID", "%lld", (long long)grid);
     key(ks, "EPS", "%s", eps);
     key(ks, "ARRAYS", "%s", arr);
     key(ks, "PROLOGUE", "%s", pro);
     key(ks, "X", "%s", x);
     key(ks, "DY", "%s", dy);
     key(ks, "ROW_SUM_X", "%s", rx);
-    key(ks, "VA", "%s", va);
+    key(ks, "VA", "v%d", a->id);
     key(ks, "EPILOGUE", "%s", epi);
-    key(ks, "FULL", "%d", d == tpr * ch * w && rows == grid * teams * iters);
     key(ks, "LOADS", "%s", loads ? loads : "");
     key(ks, "DECLS", "%s", decls ? decls : "");
     key(ks, "PRO_STORES", "%s", ps ? ps : ""), key(ks, "EPI_STORES", "%s", es ? es : "");
-    key(ks, "SUM_PART", "%lld", (long long)part);
-    key(ks, "SUM_LANES", "%lld", (long long)lanes);
-    key(ks, "GROUP", "%lld", (long long)group);
-    key(ks, "GROUPS", "%lld", (long long)groups);
     key(ks, "SUM_VA", "v%d", rsum ? rsum->id : 0);
     key(ks, "SUM_EPILOGUE", "%s", sepi);
     key(ks, "SUM_EPI_LOADS", "%s", sl ? sl : ""), key(ks, "SUM_EPI_STORES", "%s", ss ? ss : "");
-    pointers(G, ks);
-    gr->grid = grid, gr->block = threads;
     free(slot), free(pro), free(x), free(dy), free(rx), free(epi), free(sepi), free(eps), free(arr);
     free(loads), free(decls), free(none), free(ps), free(es), free(sl), free(ss);
-    return "rms_normalize_rows.cu";
 }
 
-void gen_anchor(Gen *G, StrBuf *o) {
+/* ---- sum_to over the leading dims (split over the whole GPU, or one block per 32 columns
+ * under --reference-kernels sum_to) and sum_all (one block) */
+void launch_sum(Gen *G, const Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
+    const Shape *in = &a->in[0]->shape;
+    int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
+    int split = a->op == OP_SUM_TO && !(G->reference & REF_SUM_TO);
+    gr->wide = split && c % 8 == 0 && split_wide(G, s, in, &a->shape, B(0));
+    gr->block = 256;
+    if (a->op == OP_SUM_TO) tile(gr, "LANES", gr->block / 32); /* a warp a row lane */
+    if (split) {
+        /* strips of 32 columns (256 when wide: blocks of 8 times the work) times chunks of
+         * rows: about 2048 blocks (512 wide), at least 8 rows each */
+        int64_t width = gr->wide ? 256 : 32, strips = (c + width - 1) / width;
+        int64_t chunks = ((gr->wide ? 512 : 2048) + strips - 1) / strips;
+        int64_t most = (m + 7) / 8;
+        if (chunks > most) chunks = most;
+        if (chunks < 1) chunks = 1;
+        int64_t rows = (m + chunks - 1) / chunks;
+        chunks = (m + rows - 1) / rows;
+        tile(gr, "ROWS", rows), tile(gr, "CHUNKS", chunks), tile(gr, "STRIPS", strips);
+        gr->grid = strips, gr->grid_y = chunks;
+        gr->tmpl = gr->wide ? "sum_to_split_wide.cu" : "sum_to_split.cu";
+    } else if (a->op == OP_SUM_TO) {
+        gr->grid = (c + 31) / 32;
+        gr->tmpl = "sum_to.cu";
+    } else {
+        gr->grid = 1;
+        gr->tmpl = "sum_all.cu";
+    }
+}
+
+void gen_sum(Gen *G, Keys *ks, Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    const Shape *in = &a->in[0]->shape;
+    int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
+    int wide = gr->wide;
+    char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
+    if (wide) wide_begin(G, "            ");
+    char *pro = prologue(G, s, in, wide ? "                " : a->op == OP_SUM_TO ? "            " : "        ", "k");
+    char *x = operand(G, a->in[0], in);
+    if (wide) wide_end(G, &pl, &ps), wide_begin(G, "        ");
+    char *epi = epilogue(G, s, wide ? "            " : "        ", "k");
+    if (wide) wide_end(G, &el, &es);
+    key(ks, "PROLOGUE", "%s", pro);
+    key(ks, "X", "%s", x);
+    key(ks, "VA", "v%d", a->id);
+    key(ks, "EPILOGUE", "%s", epi);
+    if (a->op == OP_SUM_TO) {
+        key(ks, "M", "%lld", (long long)m);
+        key(ks, "C", "%lld", (long long)c);
+    } else {
+        key(ks, "N", "%lld", (long long)shape_numel(in));
+    }
+    if (wide) {
+        key(ks, "PRO_LOADS", "%s", pl), key(ks, "PRO_STORES", "%s", ps);
+        key(ks, "EPI_LOADS", "%s", el), key(ks, "EPI_STORES", "%s", es);
+    }
+    free(pro), free(x), free(epi), free(pl), free(ps), free(el), free(es);
+}
+
+/* ---- embedding: one element a thread */
+void launch_embedding(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    gr->tmpl = "embedding.cu";
+    gr->block = 256;
+    gr->grid = blocks_for(shape_numel(&gr->anchor->shape), gr->block);
+}
+
+void gen_embedding(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    int64_t d = a->shape.dim[a->shape.rank - 1], n = shape_numel(&a->shape);
+    char *w = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
+    char *epi = epilogue(G, s, "        ", "k");
+    key(ks, "N", "%lld", (long long)n);
+    key(ks, "D", "%lld", (long long)d);
+    key(ks, "ROWS", "%lld", (long long)(n / d));
+    key(ks, "W", "%s", w);
+    key(ks, "IDS", "%s", ids);
+    key(ks, "VA", "v%d", a->id);
+    key(ks, "EPILOGUE", "%s", epi);
+    free(w), free(ids), free(epi);
+}
+
+/* ---- embedding_sort: one block sorts the row indices by id, a radix pass per byte of the
+ * largest id */
+void launch_embedding_sort(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    int64_t v = gr->anchor->a.vocab, passes = 1;
+    while (passes < 4 && (v - 1) >> (8 * passes)) passes++;
+    /* the digit counts of each warp, and the id counts when they fit beside them, in shared
+     * memory */
+    int64_t block = 1024, warps = block / 32, digits = 256 * warps;
+    int counts_shared = (digits + v + 1) * 4 <= 160 * 1024;
+    tile(gr, "PASSES", passes), tile(gr, "COUNTS_SHARED", counts_shared), tile(gr, "WARPS", warps);
+    gr->tmpl = "embedding_sort.cu";
+    gr->grid = 1, gr->block = block;
+    gr->smem = (digits + (counts_shared ? v + 1 : 0)) * 4;
+}
+
+void gen_embedding_sort(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    key(ks, "IDS", "%s", ptr(G, a->in[0]));
+    key(ks, "ORDER", "%s", ptr(G, a));
+    key(ks, "START", "%s", ptr(G, need_part(G->gr, 1)));
+    key(ks, "ROWS", "%lld", (long long)shape_numel(&a->in[0]->shape));
+    key(ks, "V", "%lld", (long long)a->a.vocab);
+}
+
+/* ---- embedding_backward: over the rows sorted by id (chunks of 64 sorted rows, then one
+ * block per 8 ids for the ids no row has), or one block per id scanning every row under
+ * --reference-kernels embedding */
+void launch_embedding_backward(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape), v = a->shape.dim[0];
+    gr->block = 256;
+    tile(gr, "PER", (d + gr->block - 1) / gr->block);
+    if (G->reference & REF_EMBEDDING) {
+        gr->grid = v;
+        gr->tmpl = "embedding_backward.cu";
+        return;
+    }
+    int64_t k = 64, chunks = (rows + k - 1) / k, empty = (v + 7) / 8;
+    tile(gr, "K", k), tile(gr, "CHUNKS", chunks), tile(gr, "EMPTY", empty);
+    gr->grid = chunks + empty;
+    gr->tmpl = "embedding_backward_sorted.cu";
+}
+
+void gen_embedding_backward(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    int sorted = !strcmp(G->gr->tmpl, "embedding_backward_sorted.cu");
+    char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
+    char *epi = epilogue(G, s, sorted ? "                    " : "            ", "k");
+    key(ks, "D", "%lld", (long long)a->shape.dim[1]);
+    key(ks, "ROWS", "%lld", (long long)shape_numel(&a->in[1]->shape));
+    key(ks, "DY", "%s", dy);
+    key(ks, "IDS", "%s", ids);
+    key(ks, "VA", "v%d", a->id);
+    key(ks, "EPILOGUE", "%s", epi);
+    if (sorted) {
+        key(ks, "ORDER", "%s", ptr(G, a->in[2]));
+        key(ks, "START", "%s", ptr(G, a->in[3]));
+        key(ks, "V", "%lld", (long long)a->shape.dim[0]);
+    }
+    free(dy), free(ids), free(epi);
+}
+
+/* ---- RoPE and its backward: eight elements a thread when they lie in one half of a head,
+ * in both cos and sin */
+void launch_rope(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    const Shape *x = &a->shape;
+    int64_t hd = x->dim[2] / a->a.heads;
+    int wide = hd % 16 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]) && wide_operand(a->in[1]) &&
+               wide_operand(a->in[2]) && split_wide(G, s, x, x, 0);
+    gr->wide = wide;
+    gr->block = 256;
+    gr->grid = blocks_for(shape_numel(x) / (wide ? 8 : 1), gr->block);
+    gr->tmpl = a->op == OP_ROPE ? (wide ? "rope_wide.cu" : "rope.cu") : (wide ? "rope_backward_wide.cu" : "rope_backward.cu");
+}
+
+void gen_rope(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    const Shape *x = &a->shape;
+    int64_t row = x->dim[2], hd = row / a->a.heads;
+    int wide = G->gr->wide;
+    char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
+    char *el = NULL, *es = NULL;
+    if (wide) wide_begin(G, "        ");
+    char *epi = epilogue(G, s, wide ? "            " : "        ", "k");
+    if (wide) wide_end(G, &el, &es);
+    key(ks, "N", "%lld", (long long)shape_numel(x));
+    key(ks, "HD", "%lld", (long long)hd);
+    key(ks, "HALF", "%lld", (long long)(hd / 2));
+    key(ks, "ROW", "%lld", (long long)row);
+    key(ks, "T", "%lld", (long long)x->dim[1]);
+    key(ks, a->op == OP_ROPE ? "X" : "DY", "%s", px);
+    key(ks, "COS", "%s", pc);
+    key(ks, "SIN", "%s", ps);
+    key(ks, "RDC", "%s", rounder(G, a->compute));
+    if (a->op == OP_ROPE_BACKWARD) key(ks, "RDX", "%s", rounder(G, a->a.to));
+    key(ks, "VA", "v%d", a->id);
+    key(ks, "EPILOGUE", "%s", epi);
+    if (wide) key(ks, "EPI_LOADS", "%s", el), key(ks, "EPI_STORES", "%s", es);
+    free(px), free(pc), free(ps), free(epi), free(el), free(es);
+}
+
+/* ---- cross-entropy: a block per row, or a warp per row (8 rows a block) when wide */
+void launch_cross_entropy(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    const Shape *x = &a->in[0]->shape;
+    int64_t v = x->dim[x->rank - 1], rows = shape_numel(x) / v;
+    gr->wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
+    gr->block = 256;
+    gr->grid = gr->wide ? (rows + gr->block / 32 - 1) / (gr->block / 32) : rows;
+    gr->tmpl = gr->wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
+}
+
+void gen_cross_entropy(Gen *G, Keys *ks, Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    const Shape *x = &a->in[0]->shape;
+    int64_t v = x->dim[x->rank - 1];
+    key(ks, "V", "%lld", (long long)v);
+    key(ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
+    key(ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
+    key(ks, "X", "%s", ptr(G, a->in[0]));
+    key(ks, "LABELS", "%s", ptr(G, a->in[1]));
+    key(ks, "STATS", "%s", ptr(G, need_part(gr, 1)));
+    key(ks, "COUNT", "%s", ptr(G, need_part(gr, 2)));
+    key(ks, "LOSS", "%s", ptr(G, a));
+    key(ks, "RDC", "%s", rounder(G, a->compute));
+}
+
+/* ---- cross-entropy backward: a block per row */
+void launch_cross_entropy_backward(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    Node *a = gr->anchor;
+    const Shape *x = &a->shape;
+    int64_t v = x->dim[x->rank - 1];
+    gr->wide = v % 8 == 0 && wide_operand(a->in[1]) && split_wide(G, s, x, x, 0);
+    gr->block = 256;
+    gr->grid = shape_numel(x) / v;
+    gr->tmpl = gr->wide ? "cross_entropy_backward_wide.cu" : "cross_entropy_backward.cu";
+}
+
+void gen_cross_entropy_backward(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    const Shape *x = &a->shape;
+    int wide = G->gr->wide;
+    char *el = NULL, *es = NULL;
+    if (wide) wide_begin(G, "        ");
+    char *epi = epilogue(G, s, wide ? "            " : "        ", "k");
+    if (wide) wide_end(G, &el, &es);
+    key(ks, "V", "%lld", (long long)x->dim[x->rank - 1]);
+    key(ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
+    key(ks, "DLOSS", "%s", ptr(G, a->in[0]));
+    key(ks, "X", "%s", ptr(G, a->in[1]));
+    key(ks, "LABELS", "%s", ptr(G, a->in[2]));
+    key(ks, "STATS", "%s", ptr(G, a->in[3]));
+    key(ks, "COUNT", "%s", ptr(G, a->in[4]));
+    key(ks, "RDC", "%s", rounder(G, a->compute));
+    key(ks, "VA", "v%d", a->id);
+    key(ks, "EPILOGUE", "%s", epi);
+    if (wide) key(ks, "EPI_LOADS", "%s", el), key(ks, "EPI_STORES", "%s", es);
+    free(epi), free(el), free(es);
+}
+
+/* ---- the driver: the op's gen function, then what every anchor kernel gets */
+void gen_anchor(Gen *G, StrBuf *o) {
+    Group *gr = G->gr;
+    const OpInfo *info = &op_info[gr->anchor->op];
+    if (!info->gen || !gr->tmpl) die("internal error: anchor %s has no kernel (launch step not run?)", info->name);
     Split s = split_group(G);
     Keys ks = {0};
-    common(G, &ks);
-    char *va = xasprintf("v%d", a->id);
-    const char *tmpl = NULL;
-    switch (a->op) {
-    case OP_RMS_NORMALIZE:
-    case OP_RMS_NORMALIZE_BACKWARD: tmpl = rms_rows(G, &ks, &s, va); break;
-    case OP_SUM_TO:
-    case OP_SUM_ALL: {
-        const Shape *in = &a->in[0]->shape;
-        int64_t c = shape_numel(&a->shape), m = shape_numel(in) / c;
-        int split = a->op == OP_SUM_TO && !(G->reference & REF_SUM_TO);
-        int wide = split && c % 8 == 0 && split_wide(G, &s, in, &a->shape, B(0));
-        char *pl = NULL, *ps = NULL, *el = NULL, *es = NULL;
-        if (wide) wide_begin(G, "            ");
-        char *pro = prologue(G, &s, in, wide ? "                " : a->op == OP_SUM_TO ? "            " : "        ", "k");
-        char *x = operand(G, a->in[0], in);
-        if (wide) wide_end(G, &pl, &ps), wide_begin(G, "        ");
-        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
-        if (wide) wide_end(G, &el, &es);
-        key(&ks, "PROLOGUE", "%s", pro);
-        key(&ks, "X", "%s", x);
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        if (split) {
-            /* strips of 32 columns (256 when wide: blocks of 8 times the work) times chunks of
-             * rows: about 2048 blocks (512 wide), at least 8 rows each */
-            int64_t width = wide ? 256 : 32, strips = (c + width - 1) / width;
-            int64_t chunks = ((wide ? 512 : 2048) + strips - 1) / strips;
-            int64_t most = (m + 7) / 8;
-            if (chunks > most) chunks = most;
-            if (chunks < 1) chunks = 1;
-            int64_t rows = (m + chunks - 1) / chunks;
-            chunks = (m + rows - 1) / rows;
-            key(&ks, "M", "%lld", (long long)m);
-            key(&ks, "C", "%lld", (long long)c);
-            key(&ks, "ROWS", "%lld", (long long)rows);
-            key(&ks, "CHUNKS", "%lld", (long long)chunks);
-            key(&ks, "STRIPS", "%lld", (long long)strips);
-            if (wide) {
-                key(&ks, "PRO_LOADS", "%s", pl), key(&ks, "PRO_STORES", "%s", ps);
-                key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
-            }
-            gr->grid = strips, gr->grid_y = chunks, gr->block = 256;
-            tmpl = wide ? "sum_to_split_wide.cu" : "sum_to_split.cu";
-        } else if (a->op == OP_SUM_TO) {
-            key(&ks, "M", "%lld", (long long)m);
-            key(&ks, "C", "%lld", (long long)c);
-            gr->grid = (c + 31) / 32, gr->block = 256;
-            tmpl = "sum_to.cu";
-        } else {
-            key(&ks, "N", "%lld", (long long)shape_numel(in));
-            gr->grid = 1, gr->block = 256;
-            tmpl = "sum_all.cu";
-        }
-        pointers(G, &ks);
-        free(pro), free(x), free(epi), free(pl), free(ps), free(el), free(es);
-        break;
-    }
-    case OP_EMBEDDING: {
-        int64_t d = a->shape.dim[a->shape.rank - 1], n = shape_numel(&a->shape);
-        char *w = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        char *epi = epilogue(G, &s, "        ", "k");
-        key(&ks, "N", "%lld", (long long)n);
-        key(&ks, "D", "%lld", (long long)d);
-        key(&ks, "ROWS", "%lld", (long long)(n / d));
-        key(&ks, "W", "%s", w);
-        key(&ks, "IDS", "%s", ids);
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        pointers(G, &ks);
-        gr->grid = blocks_for(n, 256), gr->block = 256;
-        tmpl = "embedding.cu";
-        free(w), free(ids), free(epi);
-        break;
-    }
-    case OP_EMBEDDING_SORT: {
-        int64_t rows = shape_numel(&a->in[0]->shape), v = a->a.vocab, passes = 1;
-        while (passes < 4 && (v - 1) >> (8 * passes)) passes++;
-        key(&ks, "IDS", "%s", ptr(G, a->in[0]));
-        key(&ks, "ORDER", "%s", ptr(G, a));
-        key(&ks, "START", "%s", ptr(G, need_part(gr, 1)));
-        key(&ks, "ROWS", "%lld", (long long)rows);
-        key(&ks, "V", "%lld", (long long)v);
-        key(&ks, "PASSES", "%lld", (long long)passes);
-        /* the digit counts, and the id counts when they fit beside them, in shared memory */
-        int counts_shared = (256 * 32 + v + 1) * 4 <= 160 * 1024;
-        key(&ks, "COUNTS_SHARED", "%d", counts_shared);
-        pointers(G, &ks);
-        gr->grid = 1, gr->block = 1024;
-        gr->smem = (256 * 32 + (counts_shared ? v + 1 : 0)) * 4;
-        tmpl = "embedding_sort.cu";
-        break;
-    }
-    case OP_EMBEDDING_BACKWARD: {
-        int64_t d = a->shape.dim[1], rows = shape_numel(&a->in[1]->shape), v = a->shape.dim[0];
-        char *dy = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-        int sorted = !(G->reference & REF_EMBEDDING);
-        char *epi = epilogue(G, &s, sorted ? "                    " : "            ", "k");
-        key(&ks, "D", "%lld", (long long)d);
-        key(&ks, "ROWS", "%lld", (long long)rows);
-        key(&ks, "PER", "%lld", (long long)((d + 255) / 256));
-        key(&ks, "DY", "%s", dy);
-        key(&ks, "IDS", "%s", ids);
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        if (!sorted) {
-            gr->grid = v, gr->block = 256;
-            tmpl = "embedding_backward.cu";
-        } else {
-            /* chunks of 64 sorted rows, then one block per 8 ids for the ids no row has */
-            int64_t k = 64, chunks = (rows + k - 1) / k, empty = (v + 7) / 8;
-            key(&ks, "ORDER", "%s", ptr(G, a->in[2]));
-            key(&ks, "START", "%s", ptr(G, a->in[3]));
-            key(&ks, "V", "%lld", (long long)v);
-            key(&ks, "K", "%lld", (long long)k);
-            key(&ks, "CHUNKS", "%lld", (long long)chunks);
-            key(&ks, "EMPTY", "%lld", (long long)empty);
-            gr->grid = chunks + empty, gr->block = 256;
-            tmpl = "embedding_backward_sorted.cu";
-        }
-        pointers(G, &ks);
-        free(dy), free(ids), free(epi);
-        break;
-    }
-    case OP_ROPE:
-    case OP_ROPE_BACKWARD: {
-        const Shape *x = &a->shape;
-        int64_t row = x->dim[2], hd = row / a->a.heads;
-        /* eight elements a thread when they lie in one half of a head, in both cos and sin */
-        int wide = hd % 16 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]) && wide_operand(a->in[1]) &&
-                   wide_operand(a->in[2]) && split_wide(G, &s, x, x, 0);
-        char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
-        char *el = NULL, *es = NULL;
-        if (wide) wide_begin(G, "        ");
-        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
-        if (wide) wide_end(G, &el, &es);
-        key(&ks, "N", "%lld", (long long)shape_numel(x));
-        key(&ks, "HD", "%lld", (long long)hd);
-        key(&ks, "HALF", "%lld", (long long)(hd / 2));
-        key(&ks, "ROW", "%lld", (long long)row);
-        key(&ks, "T", "%lld", (long long)x->dim[1]);
-        key(&ks, a->op == OP_ROPE ? "X" : "DY", "%s", px);
-        key(&ks, "COS", "%s", pc);
-        key(&ks, "SIN", "%s", ps);
-        key(&ks, "RDC", "%s", rounder(G, a->compute));
-        if (a->op == OP_ROPE_BACKWARD) key(&ks, "RDX", "%s", rounder(G, a->a.to));
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        if (wide) key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
-        pointers(G, &ks);
-        gr->grid = blocks_for(shape_numel(x) / (wide ? 8 : 1), 256), gr->block = 256;
-        tmpl = a->op == OP_ROPE ? (wide ? "rope_wide.cu" : "rope.cu") : (wide ? "rope_backward_wide.cu" : "rope_backward.cu");
-        free(px), free(pc), free(ps), free(epi), free(el), free(es);
-        break;
-    }
-    case OP_ATTENTION:
-    case OP_ATTENTION_BACKWARD_DQ:
-    case OP_ATTENTION_BACKWARD_DKV: tmpl = attention(G, &ks, a); break;
-    case OP_CROSS_ENTROPY: {
-        const Shape *x = &a->in[0]->shape;
-        int64_t v = x->dim[x->rank - 1];
-        int wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
-        key(&ks, "V", "%lld", (long long)v);
-        key(&ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
-        key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
-        key(&ks, "X", "%s", ptr(G, a->in[0]));
-        key(&ks, "LABELS", "%s", ptr(G, a->in[1]));
-        key(&ks, "STATS", "%s", ptr(G, need_part(gr, 1)));
-        key(&ks, "COUNT", "%s", ptr(G, need_part(gr, 2)));
-        key(&ks, "LOSS", "%s", ptr(G, a));
-        key(&ks, "RDC", "%s", rounder(G, a->compute));
-        pointers(G, &ks);
-        gr->grid = shape_numel(x) / v, gr->block = 256;
-        if (wide) gr->grid = (gr->grid + 7) / 8; /* a warp per row */
-        tmpl = wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
-        break;
-    }
-    case OP_CROSS_ENTROPY_BACKWARD: {
-        const Shape *x = &a->shape;
-        int64_t v = x->dim[x->rank - 1];
-        int wide = v % 8 == 0 && wide_operand(a->in[1]) && split_wide(G, &s, x, x, 0);
-        char *el = NULL, *es = NULL;
-        if (wide) wide_begin(G, "        ");
-        char *epi = epilogue(G, &s, wide ? "            " : "        ", "k");
-        if (wide) wide_end(G, &el, &es);
-        key(&ks, "V", "%lld", (long long)v);
-        key(&ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
-        key(&ks, "DLOSS", "%s", ptr(G, a->in[0]));
-        key(&ks, "X", "%s", ptr(G, a->in[1]));
-        key(&ks, "LABELS", "%s", ptr(G, a->in[2]));
-        key(&ks, "STATS", "%s", ptr(G, a->in[3]));
-        key(&ks, "COUNT", "%s", ptr(G, a->in[4]));
-        key(&ks, "RDC", "%s", rounder(G, a->compute));
-        key(&ks, "VA", "%s", va);
-        key(&ks, "EPILOGUE", "%s", epi);
-        if (wide) key(&ks, "EPI_LOADS", "%s", el), key(&ks, "EPI_STORES", "%s", es);
-        pointers(G, &ks);
-        gr->grid = shape_numel(x) / v, gr->block = 256;
-        tmpl = wide ? "cross_entropy_backward_wide.cu" : "cross_entropy_backward.cu";
-        free(epi), free(el), free(es);
-        break;
-    }
-    default: die("internal error: no template for anchor %s", op_info[a->op].name);
-    }
-    render(o, tmpl, &ks);
-    free(va);
+    key(&ks, "NAME", "%s", gr->kernel);
+    key_optional(&ks, "R", G->R); /* the register type: the tensor-core kernels have their own */
+    launch_keys(gr, &ks);
+    info->gen(G, &ks, &s);
+    key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
+    render(o, gr->tmpl, &ks);
     free_split(&s);
 }

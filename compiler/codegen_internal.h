@@ -30,6 +30,14 @@ typedef struct Gen {
     StrBuf wdecls;
 } Gen;
 
+/* An anchor group's other nodes: computed per element of the anchor's input (pro), of its
+ * output (epi), or of its row sum (sum). */
+typedef struct Split {
+    Node **pro, **epi, **sum;
+    int n_pro, n_epi, n_sum, cap_pro, cap_epi, cap_sum;
+    char *in_array; /* by node id: a prologue value the epilogue reads, kept in pv<id>[k] */
+} Split;
+
 typedef struct Keys {
     const char *k[40];
     char *v[40];
@@ -58,8 +66,43 @@ void wide_begin(Gen *G, const char *ind);
 void wide_end(Gen *G, char **loads, char **stores);
 char *wide_take_stores(Gen *G); /* the stores so far, and a fresh buffer for the next section */
 
+/* ---- the launch step (codegen_launch.c) */
+void gen_init(Gen *G, const Graph *g, Program *p, unsigned reference);
+void gen_free(Gen *G);
+void begin_kernel(Gen *G, Group *gr);
+void tile(Group *gr, const char *key, int64_t value); /* a {{KEY}} of the template, decided with the launch */
+int64_t tile_of(const Group *gr, const char *key);
+void launch_keys(const Group *gr, Keys *ks); /* BLOCK and the tiles, for render */
+
+/* ---- anchors (codegen_anchors.c, codegen_attention.c): the op table's launch and gen */
+Split split_group(Gen *G);
+void free_split(Split *s);
+int split_wide(const Gen *G, const Split *s, const Shape *pro_space, const Shape *epi_space, unsigned read_inputs);
+Node *part_of(const Group *gr, int index);   /* the group's part `index` of its anchor, or NULL */
+Node *need_part(const Group *gr, int index);
+void launch_rms_rows(Gen *G, const Split *s);
+void gen_rms_rows(Gen *G, Keys *ks, Split *s);
+void launch_sum(Gen *G, const Split *s);
+void gen_sum(Gen *G, Keys *ks, Split *s);
+void launch_embedding(Gen *G, const Split *s);
+void gen_embedding(Gen *G, Keys *ks, Split *s);
+void launch_embedding_sort(Gen *G, const Split *s);
+void gen_embedding_sort(Gen *G, Keys *ks, Split *s);
+void launch_embedding_backward(Gen *G, const Split *s);
+void gen_embedding_backward(Gen *G, Keys *ks, Split *s);
+void launch_rope(Gen *G, const Split *s);
+void gen_rope(Gen *G, Keys *ks, Split *s);
+void launch_attention(Gen *G, const Split *s);
+void gen_attention(Gen *G, Keys *ks, Split *s);
+void launch_cross_entropy(Gen *G, const Split *s);
+void gen_cross_entropy(Gen *G, Keys *ks, Split *s);
+void launch_cross_entropy_backward(Gen *G, const Split *s);
+void gen_cross_entropy_backward(Gen *G, Keys *ks, Split *s);
+
 void gen_anchor(Gen *G, StrBuf *o);
 void gen_segments(Gen *G, StrBuf *o); /* the weight casts (GK_CAST_PARAMS), the gradient sums (GK_GRADS) */
+void launch_segments(Gen *G);
+void launch_optimizer(Gen *G);
 void gen_optimizer(Gen *G, StrBuf *o);
 
 #endif

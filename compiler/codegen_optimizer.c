@@ -2,7 +2,6 @@
  * accumulations, and the update phase (grad_norm, adamw, step_finish), whose parameter
  * tables are written in as constants. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "codegen_internal.h"
 
@@ -21,8 +20,8 @@ static int segment_wide(const Node *n) {
  * after the GEMMs (dst += src). Each segment has its own run of blocks, so that no block is
  * idle; consecutive segments with the same buffers, dtypes and width share a branch. */
 void gen_segments(Gen *G, StrBuf *o) {
-    enum { PER_BLOCK = 256 * 8 };
     Group *gr = G->gr;
+    const int64_t per_block = tile_of(gr, "PER_BLOCK");
     int n = gr->n_nodes, add = gr->kind == GK_GRADS;
     StrBuf tables = {0}, body = {0};
     const char *k = gr->kernel;
@@ -36,7 +35,7 @@ void gen_segments(Gen *G, StrBuf *o) {
     sb_printf(&tables, "};\n__constant__ long %s_first[%d] = {", k, n + 1);
     for (int i = 0; i <= n; i++) {
         sb_printf(&tables, "%s%lldL", i ? ", " : "", (long long)blocks);
-        if (i < n) blocks += (shape_numel(&gr->nodes[i]->shape) + PER_BLOCK - 1) / PER_BLOCK;
+        if (i < n) blocks += (shape_numel(&gr->nodes[i]->shape) + per_block - 1) / per_block;
     }
     sb_append(&tables, "};");
     for (int i = 0; i < n;) {
@@ -59,7 +58,8 @@ void gen_segments(Gen *G, StrBuf *o) {
                                  "            for (int k = 0; k < 8; k++) v[k] = mmc_add(d[k], v[k]);\n", r);
             sb_append(&body, "            stv(dst, i, v);\n        }\n    }\n");
         } else {
-            sb_printf(&body, "        const long end = e0 + %d < %s_len[seg] ? e0 + %d : %s_len[seg];\n", PER_BLOCK, k, PER_BLOCK, k);
+            sb_printf(&body, "        const long end = e0 + %lld < %s_len[seg] ? e0 + %lld : %s_len[seg];\n", (long long)per_block, k,
+                      (long long)per_block, k);
             sb_append(&body, "        for (long i = e0 + threadIdx.x; i < end; i += blockDim.x)\n");
             if (add) sb_printf(&body, "            st(dst, i, mmc_add((%s)ld(dst, i), (%s)ld(src, i)));\n    }\n", r, r);
             else sb_append(&body, "            st(dst, i, ld(src, i));\n    }\n");
@@ -70,14 +70,11 @@ void gen_segments(Gen *G, StrBuf *o) {
     key(&ks, "NAME", "%s", k);
     key(&ks, "WHAT", "%s", add ? "Adds each gradient a GEMM made to its parameter's gradient (dst += src)"
                                : "Casts each weight to its working dtype once per step (autocast's cast cache)");
+    launch_keys(gr, &ks);
     key(&ks, "N", "%d", n);
-    key(&ks, "PER_BLOCK", "%d", PER_BLOCK);
     key(&ks, "TABLES", "%s", tables.s);
     key(&ks, "BODY", "%s", body.s);
-    render(o, "segments.cu", &ks);
-    gr->block = 256;
-    gr->grid = blocks;
-    gr->grid_y = 1;
+    render(o, gr->tmpl, &ks);
     sb_free(&tables);
     sb_free(&body);
 }
@@ -88,8 +85,10 @@ void gen_optimizer(Gen *G, StrBuf *o) {
     const TrainConfig *t = &g->train;
     Keys ks = {0};
     key(&ks, "NAME", "%s", gr->kernel);
+    launch_keys(gr, &ks);
     int scaling = t->loss_scaling;
-    if (strcmp(gr->optimizer, "grad_norm") == 0) {
+    switch (gr->optimizer) {
+    case OPT_GRAD_NORM: {
         StrBuf tables = {0};
         const char *k = gr->kernel;
         sb_printf(&tables, "__constant__ long %s_start[%d] = {", k, g->n_params);
@@ -114,13 +113,14 @@ void gen_optimizer(Gen *G, StrBuf *o) {
         key(&ks, "SCALING", "%d", scaling);
         key(&ks, "CLIP", "%.17g", t->clip);
         key(&ks, "ACCUM", "%d", t->accumulation);
-        key(&ks, "COSINE", "%d", strcmp(t->schedule, "minimind_cosine") == 0);
+        key(&ks, "COSINE", "%d", t->schedule == SCHED_MINIMIND_COSINE);
         key(&ks, "WARMUP", "%d", t->warmup);
         key(&ks, "LR", "%.17g", t->lr);
-        render(o, "grad_norm.cu", &ks);
-        gr->grid = G->p->n_chunks, gr->block = 256;
+        render(o, gr->tmpl, &ks);
         sb_free(&tables);
-    } else if (strcmp(gr->optimizer, "adamw") == 0) {
+        break;
+    }
+    case OPT_ADAMW: {
         int64_t n = G->p->buffer_bytes[BUF_PARAMS] / (int64_t)dtype_size(g->policy.master);
         key(&ks, "M", "%s", master_ctype(G));
         key(&ks, "N", "%lld", (long long)n);
@@ -129,15 +129,17 @@ void gen_optimizer(Gen *G, StrBuf *o) {
         key(&ks, "BETA1", "%.17g", t->beta1);
         key(&ks, "BETA2", "%.17g", t->beta2);
         key(&ks, "EPS", "%.17g", t->eps);
-        render(o, "adamw.cu", &ks);
-        gr->grid = blocks_for(n, 256 * 8), gr->block = 256;
-    } else {
+        render(o, gr->tmpl, &ks);
+        break;
+    }
+    case OPT_STEP_FINISH:
         key(&ks, "SCALING", "%d", scaling);
         key(&ks, "BACKOFF", "%.17g", t->scale_backoff);
         key(&ks, "GROWTH", "%.17g", t->scale_growth);
         key(&ks, "INTERVAL", "%d", t->scale_interval);
         key(&ks, "ACCUM", "%d", t->accumulation);
-        render(o, "step_finish.cu", &ks);
-        gr->grid = 1, gr->block = 1;
+        render(o, gr->tmpl, &ks);
+        break;
+    case OPT_COUNT: die("internal error: kernel %s has no optimizer kernel", gr->kernel);
     }
 }

@@ -23,6 +23,18 @@ static int dump_here(const char *dump_after, const char *pass, CompileResult *r)
             else sb_printf(&o, "group %d:", i); /* before the schedule names the kernels */
             for (int k = 0; k < gr->n_nodes; k++) sb_printf(&o, " %%%d", gr->nodes[k]->id);
             sb_append(&o, "\n");
+            if (gr->kind == GK_GEMM && gr->kernel) { /* from the schedule on */
+                GemmShape g = gemm_shape(gr->anchor);
+                sb_printf(&o, "    cuBLASLt m=%lld n=%lld k=%lld layout=%c%c\n", (long long)g.m, (long long)g.n, (long long)g.k,
+                          g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N');
+            }
+            if (gr->tmpl) { /* from the launch step on */
+                sb_printf(&o, "    %s grid=%lld", gr->tmpl, (long long)gr->grid);
+                if (gr->grid_y > 1) sb_printf(&o, "x%lld", (long long)gr->grid_y);
+                sb_printf(&o, " block=%lld smem=%lld%s", (long long)gr->block, (long long)gr->smem, gr->wide ? " wide" : "");
+                for (int t = 0; t < gr->n_tiles; t++) sb_printf(&o, " %s=%lld", gr->tiles[t].key, (long long)gr->tiles[t].value);
+                sb_append(&o, "\n");
+            }
         }
     }
     r->report = o.s;
@@ -62,6 +74,7 @@ static void run_fusion(Compile *c) {
 }
 static void run_schedule(Compile *c) { pass_schedule(c->r.g, c->r.p); }
 static void run_memplan(Compile *c) { pass_memplan(c->r.g, c->r.p); }
+static void run_launch(Compile *c) { pass_launch(c->r.g, c->r.p, c->opt->reference_kernels); }
 
 static const struct {
     const char *name;
@@ -69,6 +82,7 @@ static const struct {
 } passes[] = {
     {"frontend", run_frontend}, {"precision", run_precision}, {"autodiff", run_autodiff}, {"simplify", run_simplify},
     {"remat", run_remat},       {"fusion", run_fusion},       {"schedule", run_schedule}, {"memplan", run_memplan},
+    {"launch", run_launch},
 };
 enum { N_PASSES = sizeof passes / sizeof passes[0] };
 

@@ -1,6 +1,7 @@
 /* frontend: the Lua state and its sandbox, the node values, file inclusion, and the
  * loading of a graph file (see frontend.h and README "The graph file"). The DSL
- * functions live in frontend_ops.c, frontend_policy.c and frontend_train.c. */
+ * functions live in frontend_ops.c, frontend_policy.c, frontend_train.c and
+ * frontend_model.c. */
 #include "frontend_internal.h"
 
 #include <lauxlib.h>
@@ -185,8 +186,10 @@ static void open_env(lua_State *L) {
     luaL_setfuncs(L, frontend_graph_functions, 0);
     luaL_setfuncs(L, frontend_policy_functions, 0);
     luaL_setfuncs(L, frontend_train_functions, 0);
+    luaL_setfuncs(L, frontend_model_functions, 0);
     luaL_setfuncs(L, frontend_env_functions, 0);
     frontend_open_init(L);
+    frontend_open_model(L);
     lua_newtable(L); /* metatable of _G: reading an unknown global is an error */
     lua_pushcfunction(L, l_unknown_global);
     lua_setfield(L, -2, "__index");
@@ -215,6 +218,7 @@ static int protected_load(lua_State *L) {
     free(text);
     if (!f->g->loss)
         return luaL_error(L, "%s:%d: no loss: the graph file must call loss(x) on a scalar", opt->graph_path, lines);
+    frontend_model_check(L);
     return 0;
 }
 

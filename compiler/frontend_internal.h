@@ -38,6 +38,12 @@ void run_chunk(lua_State *L, const char *text, size_t len, const char *chunkname
 extern const luaL_Reg frontend_graph_functions[];  /* frontend_ops.c */
 extern const luaL_Reg frontend_policy_functions[]; /* frontend_policy.c */
 extern const luaL_Reg frontend_train_functions[];  /* frontend_train.c */
+extern const luaL_Reg frontend_model_functions[];  /* frontend_model.c */
+void frontend_open_model(lua_State *L);            /* the `null` of config.json fields (frontend_model.c) */
+/* gives input n the role of that name, or an error at its line (frontend_model.c) */
+void frontend_set_role(lua_State *L, Node *n, const char *role);
+/* after the file ran: model{}'s vocab is the one the embedding and the loss have */
+void frontend_model_check(lua_State *L);
 void frontend_open_init(lua_State *L);             /* the init table (frontend_ops.c) */
 void load_policy(lua_State *L, const char *spec, const char *relative_to);
 void train_defaults(TrainConfig *t);

@@ -86,15 +86,24 @@ static int l_config(lua_State *L) {
     return 1;
 }
 
+/* input(name, shape, dtype, { role = "tokens" }): the role says what the runtime writes there
+ * (model.h), so that it needs no input's name */
 static int l_input(lua_State *L) {
+    static const char *const known[] = {"role", NULL};
     const char *name = luaL_checkstring(L, 1);
     Shape s = check_shape(L, 2, "input");
     DType t = dtype_parse(luaL_optstring(L, 3, "f32"));
     if (t == DT_NONE) return luaL_error(L, "input: unknown dtype '%s'", lua_tostring(L, 3));
+    check_options(L, 4, "input", known);
     Node *n = make(L, OP_INPUT, 0, NULL);
     n->name = xstrdup(name);
     n->shape = s;
     n->dtype = n->compute = t;
+    if (!lua_isnoneornil(L, 4)) {
+        lua_getfield(L, 4, "role");
+        if (!lua_isnil(L, -1)) frontend_set_role(L, n, luaL_checkstring(L, -1));
+        lua_pop(L, 1);
+    }
     push_node(L, n);
     return 1;
 }

@@ -63,10 +63,9 @@ static int l_train(lua_State *L) {
     lua_getfield(L, 1, "schedule");
     if (!lua_isnil(L, -1)) {
         const char *s = luaL_checkstring(L, -1);
-        if (strcmp(s, "minimind_cosine") && strcmp(s, "constant"))
-            return luaL_error(L, "train: schedule must be \"minimind_cosine\" or \"constant\", got '%s'", s);
-        free(t->schedule);
-        t->schedule = xstrdup(s);
+        int sched = lr_schedule_parse(s);
+        if (sched < 0) return luaL_error(L, "train: schedule must be %s, got '%s'", word_list(lr_schedule_names), s);
+        t->schedule = (LrSchedule)sched;
     }
     lua_pop(L, 1);
     t->clip = field_num(L, 1, "clip", t->clip);
@@ -98,7 +97,7 @@ static int l_train(lua_State *L) {
 void train_defaults(TrainConfig *t) {
     /* torch.optim.AdamW defaults with MiniMind's lr; GradScaler defaults; MiniMind's clip */
     t->lr = 5e-4, t->beta1 = 0.9, t->beta2 = 0.999, t->eps = 1e-8, t->weight_decay = 0.01;
-    t->schedule = xstrdup("minimind_cosine");
+    t->schedule = SCHED_MINIMIND_COSINE;
     t->clip = 1.0;
     t->loss_scaling = 1;
     t->scale_init = 65536.0, t->scale_growth = 2.0, t->scale_backoff = 0.5, t->scale_interval = 2000;

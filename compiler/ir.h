@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "train_settings.h"
+#include "model.h"
 #include "ops.h"
 
 enum { IR_MAX_INPUTS = 6, IR_MAX_DIMS = 6 };
@@ -74,20 +76,6 @@ typedef struct Policy {
     int n_rules, cap_rules;
 } Policy;
 
-typedef struct TrainConfig {
-    double lr, beta1, beta2, eps, weight_decay;
-    char *schedule;        /* "minimind_cosine" or "constant" */
-    int warmup;            /* updates of linear warm-up before the schedule: lr x (update + 1) / warmup */
-    double clip;           /* max grad norm; 0 disables clipping */
-    int loss_scaling;      /* 0 disables the scaler (fp32 runs) */
-    double scale_init, scale_growth, scale_backoff;
-    int scale_interval;
-    int accumulation;      /* micro-batches per optimizer update */
-    int epochs;
-    int log_interval;
-    char *where;
-} TrainConfig;
-
 typedef struct Graph {
     char *name;    /* "minimind" */
     char *source;  /* path of the graph file */
@@ -102,6 +90,11 @@ typedef struct Graph {
     Policy policy;
     TrainConfig train;
     char *hash;    /* SHA-256 of everything the plan depends on */
+    /* what the runtime needs beside the graph (model.h): the input of each role or NULL,
+     * model{}, and the config.json fields of checkpoint_config{} and export_hf{} */
+    Node *role[ROLE_COUNT];
+    ModelInfo model;
+    JsonFields json[JF_COUNT];
 } Graph;
 
 Graph *ir_graph_new(const char *name, const char *source);

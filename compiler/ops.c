@@ -5,8 +5,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "codegen_internal.h"
 #include "ir.h"
+#include "layouts.h"
 #include "op_rules.h"
+#include "ref_ops.h"
 
 /* ---- dtype rules: the result dtype once n->compute is known */
 
@@ -75,9 +78,9 @@ static void part_embedding_sort(Node *p, int index, Node *part) {
 }
 
 static void part_cross_entropy(Node *p, int index, Node *part) {
-    /* 1: per row (max, log-sum-exp, loss) of the logits; 2: count of targets not ignored */
+    /* 1: per row (max, log-sum-exp, loss) of the logits (layouts.h); 2: count of targets not ignored */
     const Shape *x = &p->in[0]->shape;
-    if (index == 1) part->shape = shape_make(2, shape_numel(x) / x->dim[x->rank - 1], (int64_t)3);
+    if (index == 1) part->shape = shape_make(2, shape_numel(x) / x->dim[x->rank - 1], (int64_t)MMC_CE_STATS);
     else part->shape = (Shape){0};
     part->dtype = part->compute = stats_dtype(p);
 }
@@ -136,54 +139,82 @@ const OpInfo op_info[OP_COUNT] = {
                             .shape = shape_same, .eval = eval_first, .cuda = "$0",
                             .doc = "grads[param] += g (the flat gradient buffer)"},
     [OP_LINEAR] = {"linear", 2, OK_GEMM, PC_LOWER, .float_in = B(0) | B(1), .shape = shape_linear,
-                   .grad = grad_linear, .doc = "x @ W^T (torch.nn.functional.linear, no bias)"},
+                   .grad = grad_linear, .ref = ref_gemm, .doc = "x @ W^T (torch.nn.functional.linear, no bias)"},
     [OP_LINEAR_DX] = {"linear_dx", 2, OK_GEMM, PC_NONE, .float_in = B(0) | B(1), .shape = shape_linear_dx,
-                      .doc = "dy @ W"},
+                      .ref = ref_gemm, .doc = "dy @ W"},
     [OP_LINEAR_DW] = {"linear_dw", 2, OK_GEMM, PC_NONE, .float_in = B(0) | B(1), .shape = shape_linear_dw,
-                      .doc = "dy^T @ x over all rows"},
+                      .ref = ref_gemm, .doc = "dy^T @ x over all rows"},
     [OP_EMBEDDING] = {"embedding", 2, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0),
                       .shape = shape_embedding, .dtype = dtype_of_first, .grad = grad_embedding,
-                      .doc = "rows of W picked by ids"},
+                      .launch = launch_embedding, .gen = gen_embedding,
+                 .templates = "embedding.cu", .ref = ref_embedding,
+                 .doc = "rows of W picked by ids"},
     [OP_EMBEDDING_SORT] = {"embedding_sort", 1, OK_ANCHOR, PC_NONE, .attrs = A(VOCAB), .n_parts = 1, .side_stream = 1, .shape = shape_embedding_sort,
                            .dtype = dtype_index, .part = part_embedding_sort,
-                           .doc = "row indices grouped by id, in row order (a stable counting sort; part: starts)"},
+                           .launch = launch_embedding_sort, .gen = gen_embedding_sort,
+                 .templates = "embedding_sort.cu", .ref = ref_embedding_sort,
+                 .doc = "row indices grouped by id, in row order (a stable counting sort; part: starts)"},
     [OP_EMBEDDING_BACKWARD] = {"embedding_backward", 4, OK_ANCHOR, PC_NONE, .attrs = A(VOCAB), .epilogue = 1, .float_in = B(0),
                                .shape = shape_embedding_backward,
-                               .doc = "dW[v] = sum of dy rows whose id is v (in: dy, ids, sorted rows, starts)"},
+                               .launch = launch_embedding_backward, .gen = gen_embedding_backward,
+                 .templates = "embedding_backward_sorted.cu embedding_backward.cu", .ref = ref_embedding_backward,
+                 .doc = "dW[v] = sum of dy rows whose id is v (in: dy, ids, sorted rows, starts)"},
     [OP_RMS_NORMALIZE] = {"rms_normalize", 1, OK_ANCHOR, PC_FP32, .attrs = A(EPS), .prologue = B(0), .epilogue = 1,
                           .n_parts = 1, .float_in = B(0), .shape = shape_same, .grad = grad_rms_normalize,
                           .part = part_rms_normalize,
-                          .doc = "x * rsqrt(mean(x^2, -1) + eps) (part: the row factors rsqrt(...))"},
+                          .launch = launch_rms_rows, .gen = gen_rms_rows,
+                 .templates = "rms_normalize_rows.cu", .ref = ref_rms_normalize,
+                 .doc = "x * rsqrt(mean(x^2, -1) + eps) (part: the row factors rsqrt(...))"},
     [OP_RMS_NORMALIZE_BACKWARD] = {"rms_normalize_backward", 2, OK_ANCHOR, PC_NONE, .attrs = A(EPS), .prologue = B(0) | B(1),
                                    .epilogue = 1, .row_sums = 1, .float_in = B(0) | B(1),
-                                   .shape = shape_rms_normalize_backward, .doc = "d rms_normalize"},
+                                   .shape = shape_rms_normalize_backward, .launch = launch_rms_rows, .gen = gen_rms_rows,
+                 .templates = "rms_normalize_rows.cu", .ref = ref_rms_normalize_backward,
+                 .doc = "d rms_normalize"},
     [OP_ROPE] = {"rope", 3, OK_ANCHOR, PC_FOLLOW, .attrs = A(HEADS), .epilogue = 1, .float_in = B(0) | B(1) | B(2),
                  .shape = shape_rope, .grad = grad_rope,
+                 .launch = launch_rope, .gen = gen_rope,
+                 .templates = "rope_wide.cu rope.cu", .ref = ref_rope,
                  .doc = "x*cos + rotate_half(x)*sin per head (MiniMind apply_rotary_pos_emb)"},
     [OP_ROPE_BACKWARD] = {"rope_backward", 3, OK_ANCHOR, PC_NONE, .attrs = A(HEADS) | A(TO), .epilogue = 1, .float_in = B(0) | B(1) | B(2),
-                          .shape = shape_same, .dtype = dtype_of_to, .doc = "d rope"},
+                          .shape = shape_same, .dtype = dtype_of_to, .launch = launch_rope, .gen = gen_rope,
+                 .templates = "rope_backward_wide.cu rope_backward.cu", .ref = ref_rope,
+                 .doc = "d rope"},
     [OP_ATTENTION] = {"attention", 3, OK_ANCHOR, PC_LOWER, .attrs = A(HEADS) | A(KV_HEADS) | A(CAUSAL), .n_parts = 1, .float_in = B(0) | B(1) | B(2),
                       .shape = shape_attention, .grad = grad_attention, .part = part_attention,
-                      .doc = "softmax(q k^T / sqrt(hd)) v, causal, grouped kv heads (SDPA)"},
+                      .launch = launch_attention, .gen = gen_attention,
+                 .templates = "attention_flash.cu attention.cu", .ref = ref_attention,
+                 .doc = "softmax(q k^T / sqrt(hd)) v, causal, grouped kv heads (SDPA)"},
     [OP_ATTENTION_BACKWARD_DQ] = {"attention_backward_dq", 6, OK_ANCHOR, PC_NONE, .attrs = A(HEADS) | A(KV_HEADS) | A(CAUSAL), .n_parts = 1,
                                   .float_in = B(0) | B(1) | B(2) | B(3) | B(4), .shape = shape_attention_backward_dq,
                                   .dtype = dtype_of_second, .part = part_attention_backward_dq,
-                                  .doc = "dq of attention(dO, q, k, v, O, lse) (part: rowsum(dO * O))"},
+                                  .launch = launch_attention, .gen = gen_attention,
+                 .templates = "attention_backward_dq_flash.cu attention_backward_dq.cu", .ref = ref_attention_backward_dq,
+                 .doc = "dq of attention(dO, q, k, v, O, lse) (part: rowsum(dO * O))"},
     [OP_ATTENTION_BACKWARD_DKV] = {"attention_backward_dkv", 6, OK_ANCHOR, PC_NONE, .attrs = A(HEADS) | A(KV_HEADS) | A(CAUSAL), .n_parts = 1,
                                    .float_in = B(0) | B(1) | B(2) | B(3), .shape = shape_attention_backward_dkv,
                                    .dtype = dtype_of_third, .part = part_attention_backward_dkv,
-                                   .doc = "dk of attention(dO, q, k, v, lse, dsum) (part: dv)"},
+                                   .launch = launch_attention, .gen = gen_attention,
+                 .templates = "attention_backward_dkv_flash.cu attention_backward_dkv.cu", .ref = ref_attention_backward_dkv,
+                 .doc = "dk of attention(dO, q, k, v, lse, dsum) (part: dv)"},
     [OP_CROSS_ENTROPY] = {"cross_entropy", 2, OK_ANCHOR, PC_FOLLOW, .attrs = A(IGNORE), .n_parts = 2, .float_in = B(0),
                           .shape = shape_cross_entropy, .dtype = dtype_cross_entropy,
                           .grad = grad_cross_entropy, .part = part_cross_entropy,
-                          .doc = "mean over kept targets of -log_softmax(logits)[target]"},
+                          .launch = launch_cross_entropy, .gen = gen_cross_entropy,
+                 .templates = "cross_entropy_wide.cu cross_entropy.cu", .ref = ref_cross_entropy,
+                 .doc = "mean over kept targets of -log_softmax(logits)[target]"},
     [OP_CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward", 5, OK_ANCHOR, PC_NONE, .attrs = A(IGNORE), .epilogue = 1,
                                    .float_in = B(1), .shape = shape_cross_entropy_backward,
-                                   .doc = "d cross_entropy / d logits"},
+                                   .launch = launch_cross_entropy_backward, .gen = gen_cross_entropy_backward,
+                 .templates = "cross_entropy_backward_wide.cu cross_entropy_backward.cu", .ref = ref_cross_entropy_backward,
+                 .doc = "d cross_entropy / d logits"},
     [OP_SUM_TO] = {"sum_to", 1, OK_ANCHOR, PC_NONE, .prologue = B(0), .epilogue = 1, .float_in = B(0),
-                   .shape = shape_sum_to, .grad = grad_sum_to, .doc = "sum over leading dims"},
+                   .shape = shape_sum_to, .grad = grad_sum_to, .launch = launch_sum, .gen = gen_sum,
+                 .templates = "sum_to_split_wide.cu sum_to_split.cu sum_to.cu", .ref = ref_sums,
+                 .doc = "sum over leading dims"},
     [OP_SUM_ALL] = {"sum_all", 1, OK_ANCHOR, PC_FP32, .prologue = B(0), .float_in = B(0),
-                    .shape = shape_scalar, .grad = grad_sum_all, .doc = "sum of all elements"},
+                    .shape = shape_scalar, .grad = grad_sum_all, .launch = launch_sum, .gen = gen_sum,
+                 .templates = "sum_all.cu", .ref = ref_sums,
+                 .doc = "sum of all elements"},
     [OP_PART] = {"part", 1, OK_PART, PC_NONE, .attrs = A(INDEX), .dtype = dtype_part, .doc = "an extra output of its input"},
 };
 

@@ -74,6 +74,13 @@ typedef void (*DTypeRule)(struct Node *n);     /* sets n->dtype from n->compute 
 typedef void (*GradRule)(struct Graph *g, struct Node *n, struct Node *dy, struct Node **dx);
 typedef void (*PartRule)(struct Node *producer, int index, struct Node *part);
 typedef double (*EvalFn)(const double *x, const struct Node *n);
+struct Gen;
+struct Split;
+struct Keys;
+struct RefOpCtx;
+typedef void (*LaunchFn)(struct Gen *G, const struct Split *s);
+typedef void (*GenFn)(struct Gen *G, struct Keys *ks, struct Split *s);
+typedef void (*RefFn)(const struct RefOpCtx *c, const struct Node *n, double **in, double *out, double **parts);
 
 typedef struct OpInfo {
     const char *name;
@@ -97,6 +104,11 @@ typedef struct OpInfo {
     PartRule part;
     EvalFn eval;        /* elementwise: the math on doubles, for the ref backend */
     const char *cuda;   /* elementwise: the math in CUDA, inputs written $0 $1 ..., attrs $eps $scale */
+    /* anchors: the kernel in two steps (codegen_anchors.c, codegen_attention.c) */
+    LaunchFn launch;    /* the launch step: picks the template, the launch shape and the tiles */
+    GenFn gen;          /* fills the template's other holes */
+    const char *templates; /* the templates launch may pick, space-separated */
+    RefFn ref;          /* anchors and GEMMs: the math on doubles, for the ref backend (ref_ops.c) */
     const char *doc;
 } OpInfo;
 

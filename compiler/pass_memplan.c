@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layouts.h"
 #include "passes.h"
 #include "step_state.h"
 #include "util.h"
@@ -150,8 +151,7 @@ void pass_memplan(Graph *g, Program *p) {
     p->n_chunks = 0;
     for (int i = 0; i < g->n_params; i++)
         p->n_chunks += (int)((shape_numel(&g->params[i].node->shape) + p->grad_chunk - 1) / p->grad_chunk);
-    /* partial sums [chunks] and norms [params] as doubles, then a non-finite flag per chunk */
-    size[BUF_SCRATCH] = align_up((int64_t)(p->n_chunks + g->n_params) * 8 + (int64_t)p->n_chunks * 4, ALIGN);
+    size[BUF_SCRATCH] = align_up((int64_t)MMC_GRAD_NORM_BYTES((int64_t)p->n_chunks, (int64_t)g->n_params), ALIGN);
     memcpy(p->buffer_bytes, size, sizeof size);
     free(iv);
     free(iv_node);

@@ -16,7 +16,7 @@ static char *kernel_name(int order, const Group *gr) {
     const Node *named = NULL;
     if (gr->kind == GK_CAST_PARAMS) what = "cast_weights";
     else if (gr->kind == GK_GRADS) what = "grad_accumulate";
-    else if (gr->kind == GK_OPTIMIZER) what = gr->optimizer;
+    else if (gr->kind == GK_OPTIMIZER) what = optimizer_kernel_name(gr->optimizer);
     else if (gr->anchor) what = op_info[gr->anchor->op].name, named = gr->anchor;
     if (!named || !named->name)
         for (int i = gr->n_nodes - 1; i >= 0 && gr->kind != GK_CAST_PARAMS && gr->kind != GK_GRADS; i--)
@@ -95,12 +95,11 @@ void pass_schedule(Graph *g, Program *p) {
         for (int i = 0; i < order[k]->n_nodes; i++) order[k]->nodes[i]->group = k;
     }
     /* the update phase, for a plan with gradients (a forward-only plan has none) */
-    static const char *const optimizer_steps[] = {"grad_norm", "adamw", "step_finish"};
     int grads = 0;
     for (int i = 0; i < g->n_nodes; i++) grads |= g->nodes[i]->op == OP_GRAD_ACCUMULATE;
-    for (int i = 0; i < 3 && grads; i++) {
+    for (int i = 0; i < OPT_COUNT && grads; i++) {
         Group *gr = program_add_group(p, GK_OPTIMIZER, PHASE_UPDATE);
-        gr->optimizer = optimizer_steps[i];
+        gr->optimizer = (OptimizerKernel)i;
     }
     for (int k = 0; k < p->n_groups; k++) p->groups[k]->kernel = kernel_name(k, p->groups[k]);
     free(first), free(indeg), free(edge), free(order), free(done), free(side);

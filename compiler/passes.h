@@ -18,6 +18,8 @@ void pass_remat(Graph *g, int gemm_inputs);
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
+/* each kernel's template, launch shape and tiles (codegen_launch.c); `reference`: REF_ bits */
+void pass_launch(const Graph *g, Program *p, unsigned reference);
 
 /* the planner's core, exposed for its property test: places n intervals [first, last] of
  * size bytes so that no two live at once share a byte; returns the arena size. */

@@ -8,11 +8,10 @@
 
 #include "program.h"
 
-#define MMC_PLAN_FORMAT 1
+#define MMC_PLAN_FORMAT 2
 
 char *plan_hash(const Graph *g, const char *options); /* of the frontend inputs, compile options, templates, format */
 char *plan_write(const Graph *g, const Program *p);
-const char *group_kind_name(GroupKind k);
 
 /* A plan read back: the same Graph and Program structures the compiler made. */
 typedef struct Plan {

@@ -12,6 +12,8 @@ typedef struct Reader {
     int line;
     Plan *pl;
     int cap_ids;
+    int model_line;             /* where the `model` line is, 0 before it */
+    long role_id[ROLE_COUNT];   /* the inputs it names, resolved once the leaves are read */
 } Reader;
 
 static MMC_NORETURN void bad(Reader *r, const char *fmt, const char *arg) {
@@ -21,14 +23,14 @@ static MMC_NORETURN void bad(Reader *r, const char *fmt, const char *arg) {
 
 /* tokens of a line: words split on spaces; key=value pairs found by key */
 typedef struct Line {
-    char *words[64];
+    char *words[256];
     int n;
 } Line;
 
 static void split(Reader *r, char *s, Line *l) {
     l->n = 0;
     for (char *t = strtok(s, " \t"); t; t = strtok(NULL, " \t")) {
-        if (l->n == 64) bad(r, "too many fields%s", "");
+        if (l->n == 256) bad(r, "too many fields%s", "");
         l->words[l->n++] = t;
     }
 }
@@ -64,6 +66,14 @@ static Node *node_ref(Reader *r, const char *s) {
     long id = strtol(s + 1, NULL, 10);
     if (id < 0 || id >= r->pl->n_ids || !r->pl->by_id[id]) bad(r, "node %s used before it is defined", s);
     return r->pl->by_id[id];
+}
+
+/* a name of one of the tables (the kernel kinds, phases, optimizer kernels, lr schedules):
+ * its index, or an error that lists the names */
+static int name_field(Reader *r, const char *what, const char *s, int (*parse)(const char *), const char *const *names) {
+    int i = parse(s);
+    if (i < 0) bad(r, "%s", xasprintf("unknown %s '%s' (known: %s)", what, s, word_list(names)));
+    return i;
 }
 
 static Shape shape_field(Reader *r, const char *s) {
@@ -160,6 +170,36 @@ static Node *read_node(Reader *r, const Line *l) {
     return n;
 }
 
+/* model vocab=6400 pad_id=0 bos_id=1 eos_id=2 max_positions=32768 tokens=%0 targets=%1 */
+static void read_model(Reader *r, const Line *l) {
+    ModelInfo *m = &r->pl->g->model;
+    if (r->model_line) bad(r, "a second 'model' line%s", "");
+    r->model_line = r->line;
+    for (int k = 0; k < MF_COUNT; k++) {
+        const char *v = field(l, model_field_names[k]);
+        if (v) m->value[k] = (int64_t)num(r, v), m->given |= 1u << k;
+    }
+    if (m->given) m->where = xasprintf("%s:%d", r->path, r->line);
+    for (int k = 0; k < ROLE_COUNT; k++) {
+        const char *v = field(l, role_names[k]);
+        if (v && v[0] != '%') bad(r, "bad node reference '%s'", v);
+        r->role_id[k] = v ? strtol(v + 1, NULL, 10) : -1;
+    }
+}
+
+/* checkpoint_config key=json ...: a config.json's fields, each value JSON text */
+static void read_json_fields(Reader *r, const Line *l, JsonFile file) {
+    JsonFields *jf = &r->pl->g->json[file];
+    if (jf->where) bad(r, "a second '%s' line", json_file_names[file]);
+    jf->where = xasprintf("%s:%d", r->path, r->line);
+    for (int i = 1; i < l->n; i++) {
+        const char *eq = strchr(l->words[i], '=');
+        if (!eq || eq == l->words[i] || !eq[1]) bad(r, "bad field '%s' (key=value)", l->words[i]);
+        JsonField e = {xstrndup(l->words[i], (size_t)(eq - l->words[i])), xstrdup(eq + 1)};
+        vec_push(jf->f, jf->n, jf->cap, e);
+    }
+}
+
 static void read_header_fields(Reader *r, const Line *l) {
     Graph *g = r->pl->g;
     const char *w = l->words[0];
@@ -182,26 +222,26 @@ static void read_header_fields(Reader *r, const Line *l) {
             vec_push(g->config, g->n_config, g->cap_config, e);
         }
     } else if (!strcmp(w, "train")) {
-        TrainConfig *t = &g->train;
-        t->lr = num(r, need(r, l, "lr"));
-        t->beta1 = num(r, need(r, l, "beta1"));
-        t->beta2 = num(r, need(r, l, "beta2"));
-        t->eps = num(r, need(r, l, "eps"));
-        t->weight_decay = num(r, need(r, l, "weight_decay"));
-        t->schedule = xstrdup(need(r, l, "schedule"));
-        t->warmup = field(l, "warmup") ? (int)num(r, field(l, "warmup")) : 0; /* plans from before warm-up had none */
-        t->clip = num(r, need(r, l, "clip"));
-        t->loss_scaling = (int)num(r, need(r, l, "loss_scaling"));
-        t->scale_init = num(r, need(r, l, "scale_init"));
-        t->scale_growth = num(r, need(r, l, "scale_growth"));
-        t->scale_backoff = num(r, need(r, l, "scale_backoff"));
-        t->scale_interval = (int)num(r, need(r, l, "scale_interval"));
-        t->accumulation = (int)num(r, need(r, l, "accumulation"));
-        t->epochs = (int)num(r, need(r, l, "epochs"));
-        t->log_interval = (int)num(r, need(r, l, "log_interval"));
+        /* every setting of the table (train_settings.h), and nothing else */
+        for (int i = 1; i < l->n; i++) {
+            const char *eq = strchr(l->words[i], '=');
+            int known = 0;
+            for (int k = 0; eq && k < n_train_settings; k++)
+                known |= strlen(train_settings[k].key) == (size_t)(eq - l->words[i]) &&
+                         !strncmp(train_settings[k].key, l->words[i], (size_t)(eq - l->words[i]));
+            if (!known) bad(r, "unknown training setting '%s'", l->words[i]);
+        }
+        for (int k = 0; k < n_train_settings; k++) {
+            char *err = train_setting_parse(&g->train, &train_settings[k], need(r, l, train_settings[k].key));
+            if (err) bad(r, "%s", err);
+        }
     } else if (!strcmp(w, "grad_norm")) {
         r->pl->p->grad_chunk = (int64_t)num(r, need(r, l, "chunk"));
         r->pl->p->n_chunks = (int)num(r, need(r, l, "chunks"));
+    } else if (!strcmp(w, "model")) {
+        read_model(r, l);
+    } else if (json_file_parse(w) >= 0) {
+        read_json_fields(r, l, (JsonFile)json_file_parse(w));
     } else if (!strcmp(w, "buffer")) {
         if (l->n != 3) bad(r, "bad buffer line%s", "");
         int b = buffer_parse(l->words[1]);
@@ -212,11 +252,6 @@ static void read_header_fields(Reader *r, const Line *l) {
     }
 }
 
-static GroupKind kind_field(Reader *r, const char *s) {
-    for (int k = GK_ELEMENTWISE; k <= GK_GRADS; k++)
-        if (!strcmp(group_kind_name((GroupKind)k), s)) return (GroupKind)k;
-    bad(r, "unknown kernel kind '%s'", s);
-}
 
 /* stream=1 sends a kernel to the side stream, which the runtime forks at the phase's start:
  * only an anchor kernel (a cuBLASLt call shares the workspace of the others) */
@@ -236,7 +271,7 @@ static void check_side_inputs(Reader *r, const Group *gr, const Node *n) {
 }
 
 Plan *plan_read(const char *text, const char *path) {
-    Reader r = {path, 0, xcalloc(1, sizeof(Plan)), 0};
+    Reader r = {.path = path, .pl = xcalloc(1, sizeof(Plan))};
     Plan *pl = r.pl;
     pl->path = xstrdup(path);
     pl->g = ir_graph_new("?", "?");
@@ -277,8 +312,8 @@ Plan *plan_read(const char *text, const char *path) {
         } else if (!strcmp(w, "loss")) {
             g->loss = node_ref(&r, l.words[1]);
         } else if (!strcmp(w, "kernel") || !strcmp(w, "gemm")) {
-            GroupKind k = kind_field(&r, need(&r, &l, "kind"));
-            Phase ph = !strcmp(need(&r, &l, "phase"), "micro") ? PHASE_MICRO : PHASE_UPDATE;
+            GroupKind k = (GroupKind)name_field(&r, "kernel kind", need(&r, &l, "kind"), group_kind_parse, group_kind_names);
+            Phase ph = (Phase)name_field(&r, "phase", need(&r, &l, "phase"), phase_parse, phase_names);
             cur = program_add_group(pl->p, k, ph);
             cur->kernel = xstrdup(l.words[1]);
             cur->grid = (int64_t)num(&r, need(&r, &l, "grid"));
@@ -288,7 +323,10 @@ Plan *plan_read(const char *text, const char *path) {
             const char *st = field(&l, "stream");
             cur->stream = st ? stream_field(&r, st, k) : 0;
             const char *o = field(&l, "optimizer");
-            if (o) cur->optimizer = xstrdup(o);
+            if (k == GK_OPTIMIZER)
+                cur->optimizer = (OptimizerKernel)name_field(&r, "optimizer kernel", need(&r, &l, "optimizer"),
+                                                             optimizer_kernel_parse, optimizer_kernel_names);
+            else if (o) bad(&r, "%s", xasprintf("optimizer=%s on a %s kernel (only optimizer kernels have one)", o, group_kind_name(k)));
             const char *a = field(&l, "anchor");
             if (a) cur->anchor = (Node *)(intptr_t)strtol(a + 1, NULL, 10); /* resolved below */
             else cur->anchor = (Node *)(intptr_t)-1;
@@ -306,6 +344,18 @@ Plan *plan_read(const char *text, const char *path) {
     if (!ended) {
         r.line = n_lines;
         bad(&r, "the plan is cut short (no 'end' line)%s", "");
+    }
+    if (!r.model_line) {
+        r.line = 1;
+        bad(&r, "no 'model' line: the plan was made by an older mmc; recompile with mmc compile%s", "");
+    }
+    for (int k = 0; k < ROLE_COUNT; k++) {
+        long id = r.role_id[k];
+        if (id < 0) continue;
+        r.line = r.model_line;
+        if (id >= pl->n_ids || !pl->by_id[id] || pl->by_id[id]->op != OP_INPUT)
+            bad(&r, "%s", xasprintf("the role %s names %%%ld, which is no input leaf", role_names[k], id));
+        g->role[k] = pl->by_id[id];
     }
     for (int i = 0; i < g->n_params; i++) {
         long id = (long)(intptr_t)g->params[i].node;

@@ -43,11 +43,23 @@ static void node_line(StrBuf *o, const char *word, const Node *n) {
     sb_append(o, "\n");
 }
 
-static const char *phase_name(Phase ph) { return ph == PHASE_MICRO ? "micro" : "update"; }
-
-const char *group_kind_name(GroupKind k) {
-    static const char *const names[] = {"elementwise", "anchor", "gemm", "cast_weights", "optimizer", "grad_accumulate"};
-    return names[k];
+/* what the graph file declares for the runtime (model.h): the `model` line always, so that a
+ * plan without one is known to be older than the runtime; a config.json's line where the
+ * graph declares its fields */
+static void model_lines(StrBuf *o, const Graph *g) {
+    sb_append(o, "model");
+    for (int k = 0; k < MF_COUNT; k++)
+        if (model_has(&g->model, (ModelField)k))
+            sb_printf(o, " %s=%lld", model_field_names[k], (long long)g->model.value[k]);
+    for (int r = 0; r < ROLE_COUNT; r++)
+        if (g->role[r]) sb_printf(o, " %s=%%%d", role_names[r], g->role[r]->id);
+    sb_append(o, "\n");
+    for (int j = 0; j < JF_COUNT; j++) {
+        if (!g->json[j].where) continue;
+        sb_append(o, json_file_names[j]);
+        for (int i = 0; i < g->json[j].n; i++) sb_printf(o, " %s=%s", g->json[j].f[i].key, g->json[j].f[i].json);
+        sb_append(o, "\n");
+    }
 }
 
 char *plan_write(const Graph *g, const Program *p) {
@@ -65,19 +77,9 @@ char *plan_write(const Graph *g, const Program *p) {
         sb_printf(&o, " %s=%s", e->key, e->text ? e->text : fmt_double(d, e->value));
     }
     sb_append(&o, "\ntrain");
-    const struct {
-        const char *key;
-        double v;
-    } nums[] = {{"lr", t->lr},       {"beta1", t->beta1}, {"beta2", t->beta2},     {"eps", t->eps},
-                {"weight_decay", t->weight_decay}};
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) sb_printf(&o, " %s=%s", nums[i].key, fmt_double(d, nums[i].v));
-    sb_printf(&o, " schedule=%s warmup=%d clip=%s loss_scaling=%d", t->schedule, t->warmup, fmt_double(d, t->clip),
-              t->loss_scaling);
-    sb_printf(&o, " scale_init=%s", fmt_double(d, t->scale_init));
-    sb_printf(&o, " scale_growth=%s", fmt_double(d, t->scale_growth));
-    sb_printf(&o, " scale_backoff=%s", fmt_double(d, t->scale_backoff));
-    sb_printf(&o, " scale_interval=%d accumulation=%d epochs=%d log_interval=%d\n", t->scale_interval, t->accumulation,
-              t->epochs, t->log_interval);
+    train_settings_print(&o, t);
+    sb_append(&o, "\n");
+    model_lines(&o, g);
     sb_printf(&o, "grad_norm chunk=%lld chunks=%d\n", (long long)p->grad_chunk, p->n_chunks);
     for (int b = 0; b < BUF_COUNT; b++) sb_printf(&o, "buffer %s %lld\n", buffer_name(b), (long long)p->buffer_bytes[b]);
     for (int i = 0; i < g->n_params; i++) {
@@ -96,7 +98,7 @@ char *plan_write(const Graph *g, const Program *p) {
         sb_printf(&o, "%s %s kind=%s phase=%s grid=%lld grid_y=%lld block=%lld smem=%lld", kind, gr->kernel,
                   group_kind_name(gr->kind), phase_name(gr->phase), (long long)gr->grid, (long long)gr->grid_y, (long long)gr->block, (long long)gr->smem);
         if (gr->stream) sb_printf(&o, " stream=%d", gr->stream); /* absent: the main stream */
-        if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " optimizer=%s", gr->optimizer);
+        if (gr->kind == GK_OPTIMIZER) sb_printf(&o, " optimizer=%s", optimizer_kernel_name(gr->optimizer));
         if (gr->kind == GK_GEMM) {
             GemmShape s = gemm_shape(gr->anchor);
             sb_printf(&o, " m=%lld n=%lld k=%lld layout=%c%c", (long long)s.m, (long long)s.n, (long long)s.k,

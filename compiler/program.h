@@ -30,19 +30,67 @@ typedef enum BufferId {
 const char *buffer_name(int b);
 int buffer_parse(const char *name); /* -1 if unknown */
 
+/*        enum         name               what a group of the kind is */
+#define MMC_GROUP_KINDS(X)                                                                          \
+    X(ELEMENTWISE, "elementwise",     "a fused chain of elementwise ops")                           \
+    X(ANCHOR,      "anchor",          "an anchor op's template with fused prologue/epilogue ops")   \
+    X(GEMM,        "gemm",            "one cuBLASLt call")                                          \
+    X(CAST_PARAMS, "cast_weights",    "every weight cast of the step, in one launch")               \
+    X(OPTIMIZER,   "optimizer",       "a fixed kernel of the update phase (MMC_OPTIMIZER_KERNELS)") \
+    X(GRADS,       "grad_accumulate", "every gradient sum no kernel took (a GEMM's dW), in one launch")
+
 typedef enum GroupKind {
-    GK_ELEMENTWISE,  /* a fused chain of elementwise ops */
-    GK_ANCHOR,       /* an anchor op's template with fused prologue/epilogue ops */
-    GK_GEMM,         /* one cuBLASLt call */
-    GK_CAST_PARAMS,  /* every weight cast of the step, in one launch */
-    GK_OPTIMIZER,    /* a fixed optimizer kernel: grad_norm, adamw, step_finish */
-    GK_GRADS,        /* every gradient accumulation no kernel could take (a GEMM's dW), in one launch */
+#define X(e, name, doc) GK_##e,
+    MMC_GROUP_KINDS(X)
+#undef X
+    GK_COUNT
 } GroupKind;
 
+const char *group_kind_name(GroupKind k);
+int group_kind_parse(const char *name); /* -1 if unknown */
+
+/*        enum    name      when it runs */
+#define MMC_PHASES(X)                                                                      \
+    X(MICRO,  "micro",  "each micro-step: forward and backward, gradients accumulated")    \
+    X(UPDATE, "update", "once per update: unscale, inf check, norm, clip, AdamW, scaler")
+
 typedef enum Phase {
-    PHASE_MICRO,  /* each micro-step: forward and backward, gradients accumulated */
-    PHASE_UPDATE, /* once per update: unscale, inf check, norm, clip, AdamW, scaler */
+#define X(e, name, doc) PHASE_##e,
+    MMC_PHASES(X)
+#undef X
+    PHASE_COUNT
 } Phase;
+
+const char *phase_name(Phase ph);
+int phase_parse(const char *name); /* -1 if unknown */
+
+/* The update phase's kernels, in the order they run; each has a template of its name
+ * (templates/NAME.cu) and a function of the ref backend.
+ *        enum         name           what it computes */
+#define MMC_OPTIMIZER_KERNELS(X)                                                                          \
+    X(GRAD_NORM,   "grad_norm",   "unscale, inf check, per-tensor norms, clip coefficient, learning rate") \
+    X(ADAMW,       "adamw",       "AdamW on the flat buffers (skipped on inf/nan), gradients zeroed")      \
+    X(STEP_FINISH, "step_finish", "GradScaler update and step counters")
+
+typedef enum OptimizerKernel {
+#define X(e, name, doc) OPT_##e,
+    MMC_OPTIMIZER_KERNELS(X)
+#undef X
+    OPT_COUNT
+} OptimizerKernel;
+
+const char *optimizer_kernel_name(OptimizerKernel k);
+int optimizer_kernel_parse(const char *name); /* -1 if unknown */
+/* each table's names, NULL-terminated, for the messages that list them */
+extern const char *const group_kind_names[GK_COUNT + 1];
+extern const char *const phase_names[PHASE_COUNT + 1];
+extern const char *const optimizer_kernel_names[OPT_COUNT + 1];
+
+enum { GROUP_MAX_TILES = 16 };
+typedef struct Tile {
+    const char *key; /* the template's hole */
+    int64_t value;
+} Tile;
 
 typedef struct Group {
     int id;
@@ -55,10 +103,15 @@ typedef struct Group {
                               pass (a row_sums anchor); NULL otherwise */
     Node **nodes;          /* members in topological order */
     int n_nodes, cap_nodes;
-    const char *optimizer; /* GK_OPTIMIZER: "grad_norm", "adamw", "step_finish" */
+    OptimizerKernel optimizer; /* GK_OPTIMIZER: which one */
     char *kernel;          /* kernel name in kernels.cu */
-    int64_t grid, grid_y, block; /* launch shape, set by codegen */
+    /* set by the launch step (codegen_launch.c), before any code is written */
+    const char *tmpl;            /* the template that renders the kernel; NULL for a GEMM */
+    int wide;                    /* 8 consecutive elements a thread, with 16-byte accesses */
+    int64_t grid, grid_y, block; /* launch shape; block is every template's {{BLOCK}} */
     int64_t smem;                /* dynamic shared memory bytes */
+    Tile tiles[GROUP_MAX_TILES]; /* the tile sizes and counts the template is filled with */
+    int n_tiles;
 } Group;
 
 typedef struct Program {

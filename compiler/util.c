@@ -319,6 +319,13 @@ const char *nearest_word(const char *word, const char *const *choices) {
     return best;
 }
 
+char *word_list(const char *const *words) {
+    StrBuf b = {0};
+    sb_append(&b, "");
+    for (int i = 0; words[i]; i++) sb_printf(&b, "%s%s", i == 0 ? "" : words[i + 1] ? ", " : " or ", words[i]);
+    return b.s;
+}
+
 void die_unknown_option(const char *cmd, const char *opt, const char *const *known) {
     const char *near = nearest_word(opt, known);
     if (near) die("%s: unknown option %s; did you mean %s?", cmd, opt, near);

@@ -11,8 +11,12 @@ local cfg = config {
 }
 local hd = cfg.dim // cfg.heads
 
-local ids    = input("input_ids", {cfg.batch, cfg.seq}, "i32")
-local labels = input("labels", {cfg.batch, cfg.seq}, "i32")
+-- the vocabulary and MiniMind's special ids: 0 <|endoftext|> pads, 1 <|im_start|> starts a
+-- text, 2 <|im_end|> ends it; MiniMind's config allows texts of 32768 tokens
+local m = model { vocab = cfg.vocab, pad_id = cfg.pad_id, bos_id = 1, eos_id = 2, max_positions = 32768 }
+-- each batch row of the token file goes to input_ids, the same row one token on to labels
+local ids    = input("input_ids", {cfg.batch, cfg.seq}, "i32", { role = "tokens" })
+local labels = input("labels", {cfg.batch, cfg.seq}, "i32", { role = "targets" })
 -- MiniMind ties embed_tokens.weight = lm_head.weight, so the surviving init is nn.Linear's;
 -- its state dict (and so our checkpoints) holds the tensor under both names
 local embed = tie("lm_head.weight", param("model.embed_tokens.weight", {cfg.vocab, cfg.dim}, init.fan_in))
@@ -66,4 +70,26 @@ train {
   clip = cfg.clip,
   accumulation = cfg.accumulation,
   loss_scale = { init = 65536, growth = 2, backoff = 0.5, interval = cfg.scale_interval },
+}
+
+-- a run folder's config.json: MiniMindConfig's fields, so MiniMind's code loads the folder
+checkpoint_config {
+  model_type = "minimind", hidden_size = cfg.dim, num_hidden_layers = cfg.layers,
+  num_attention_heads = cfg.heads, num_key_value_heads = cfg.kv_heads, intermediate_size = cfg.ffn,
+  vocab_size = cfg.vocab, rms_norm_eps = cfg.eps, rope_theta = cfg.rope_theta,
+  tie_word_embeddings = true, hidden_act = "silu", max_position_embeddings = m.max_positions,
+  bos_token_id = m.bos_id, eos_token_id = m.eos_id, dropout = 0.0, flash_attn = true,
+}
+-- `mmc export --format hf`: MiniMind's architecture is Llama's (RMSNorm, rotate-half RoPE,
+-- grouped-query attention, SwiGLU, tied embeddings) under Llama's state-dict names, so
+-- transformers loads the folder as LlamaForCausalLM, with no remote code
+export_hf {
+  architectures = { "LlamaForCausalLM" }, model_type = "llama",
+  hidden_size = cfg.dim, intermediate_size = cfg.ffn, num_hidden_layers = cfg.layers,
+  num_attention_heads = cfg.heads, num_key_value_heads = cfg.kv_heads, head_dim = hd,
+  vocab_size = cfg.vocab, rms_norm_eps = cfg.eps, rope_theta = cfg.rope_theta,
+  tie_word_embeddings = true, hidden_act = "silu",
+  max_position_embeddings = math.max(cfg.seq, m.max_positions),
+  attention_bias = false, mlp_bias = false, attention_dropout = 0.0, rope_scaling = null,
+  bos_token_id = m.bos_id, eos_token_id = m.eos_id, pad_token_id = m.pad_id, use_cache = true,
 }

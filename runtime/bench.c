@@ -26,8 +26,9 @@ static int by_value(const void *a, const void *b) {
 
 static void fill_inputs(Backend *b, uint64_t seed) {
     const Graph *g = b->pl->g;
-    uint32_t vocab = train_model_vocab(b->pl);
-    if (!vocab) vocab = 1;
+    /* any ids below the vocabulary (the graph's model{}, if it has one) */
+    const ModelInfo *m = &b->pl->g->model;
+    uint32_t vocab = model_has(m, MF_VOCAB) ? (uint32_t)m->value[MF_VOCAB] : 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
         if (n->op != OP_INPUT) continue;
@@ -50,7 +51,7 @@ static void step(Backend *b) {
 /* what a kernel is, for the profile's totals: its op (and GEMM layout), or its role */
 static const char *category(const Group *gr, char *buf, size_t n) {
     if (gr->kind == GK_GEMM) snprintf(buf, n, "gemm %s", op_info[gr->anchor->op].name);
-    else if (gr->kind == GK_OPTIMIZER) snprintf(buf, n, "update %s", gr->optimizer);
+    else if (gr->kind == GK_OPTIMIZER) snprintf(buf, n, "update %s", optimizer_kernel_name(gr->optimizer));
     else if (gr->kind == GK_CAST_PARAMS) snprintf(buf, n, "cast_weights");
     else if (gr->kind == GK_GRADS) snprintf(buf, n, "grad_accumulate");
     else if (gr->kind == GK_ELEMENTWISE) snprintf(buf, n, "elementwise");

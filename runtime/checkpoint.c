@@ -11,34 +11,22 @@
 #include "step_state.h"
 #include "util.h"
 
-/* our config keys and the MiniMind / Hugging Face names they become in config.json */
-static const struct {
-    const char *ours, *theirs;
-    int integer;
-} config_names[] = {
-    {"dim", "hidden_size", 1},          {"layers", "num_hidden_layers", 1}, {"heads", "num_attention_heads", 1},
-    {"kv_heads", "num_key_value_heads", 1}, {"ffn", "intermediate_size", 1}, {"vocab", "vocab_size", 1},
-    {"eps", "rms_norm_eps", 0},         {"rope_theta", "rope_theta", 0},
-};
+/* a config.json's fields as the plan holds them, each value JSON text */
+static json_t *json_fields(const JsonFields *jf, const char *plan) {
+    json_t *o = json_object();
+    for (int i = 0; i < jf->n; i++) {
+        json_error_t err;
+        json_t *v = json_loads(jf->f[i].json, JSON_DECODE_ANY, &err);
+        if (!v) die("%s: %s=%s is no JSON value: %s", plan, jf->f[i].key, jf->f[i].json, err.text);
+        json_object_set_new(o, jf->f[i].key, v);
+    }
+    return o;
+}
 
+/* the graph's checkpoint_config{} fields (MiniMind's config, so its code loads the folder),
+ * then mmc's own section */
 static void write_config(const Plan *pl, const char *dir) {
-    json_t *c = json_object();
-    json_object_set_new(c, "model_type", json_string("minimind"));
-    for (size_t i = 0; i < sizeof config_names / sizeof config_names[0]; i++)
-        for (int k = 0; k < pl->g->n_config; k++)
-            if (!strcmp(pl->g->config[k].key, config_names[i].ours)) {
-                double v = pl->g->config[k].value;
-                json_object_set_new(c, config_names[i].theirs, config_names[i].integer ? json_integer((json_int_t)v) : json_real(v));
-            }
-    int tied = 0;
-    for (int i = 0; i < pl->g->n_params; i++) tied |= pl->g->params[i].alias != NULL;
-    json_object_set_new(c, "tie_word_embeddings", json_boolean(tied));
-    json_object_set_new(c, "hidden_act", json_string("silu"));
-    json_object_set_new(c, "max_position_embeddings", json_integer(32768));
-    json_object_set_new(c, "bos_token_id", json_integer(1));
-    json_object_set_new(c, "eos_token_id", json_integer(2));
-    json_object_set_new(c, "dropout", json_real(0.0));
-    json_object_set_new(c, "flash_attn", json_true());
+    json_t *c = json_fields(&pl->g->json[JF_CHECKPOINT], pl->path);
     json_t *mmc = json_object();
     json_object_set_new(mmc, "graph", json_string(pl->g->name));
     json_object_set_new(mmc, "plan_hash", json_string(pl->g->hash));
@@ -50,6 +38,14 @@ static void write_config(const Plan *pl, const char *dir) {
         const ConfigEntry *e = &pl->g->config[k];
         json_object_set_new(mmc, e->key, e->text ? json_string(e->text) : json_real(e->value));
     }
+    /* what `mmc export --format hf` needs, so that a run folder alone makes the export */
+    json_t *model = json_object();
+    for (int k = 0; k < MF_COUNT; k++)
+        if (model_has(&pl->g->model, (ModelField)k))
+            json_object_set_new(model, model_field_names[k], json_integer((json_int_t)pl->g->model.value[k]));
+    json_object_set_new(mmc, "model", model);
+    if (pl->g->json[JF_EXPORT_HF].where)
+        json_object_set_new(mmc, "export_hf", json_fields(&pl->g->json[JF_EXPORT_HF], pl->path));
     json_object_set_new(c, "mmc", mmc);
     checkpoint_write_json(dir, "config.json", c);
 }

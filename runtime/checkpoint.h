@@ -1,7 +1,9 @@
 /* checkpoint: what a run leaves in its --out folder and reads back.
  *   model.safetensors   master weights under MiniMind's state-dict names (a tied weight under
  *                       both of its names), loadable by MiniMind's PyTorch code;
- *   config.json         the model's dims in MiniMind's (Hugging Face) config names;
+ *   config.json         the fields the graph file's checkpoint_config{} gives (MiniMind's
+ *                       config), and under "mmc" the plan's graph, policy, settings, model{}
+ *                       and export_hf{} fields;
  *   resume.safetensors  AdamW's moments, the step state and the data position, so that
  *                       --resume continues bit for bit.
  * Each file is written to a temp file, fsynced and renamed. */

@@ -33,7 +33,7 @@ static const Node *count_of_loss(const Plan *pl) {
 
 double eval_batches(Backend *b, Batcher *bt, int64_t max_batches, double *targets_out, int64_t *batches_out) {
     const Plan *pl = b->pl;
-    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels"), *count = count_of_loss(pl);
+    const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS), *count = count_of_loss(pl);
     int64_t n = bt->rows / bt->batch;
     if (max_batches > 0 && max_batches < n) n = max_batches;
     if (n < 1) die("eval: %s has %lld rows, fewer than one batch of %lld", bt->file->path, (long long)bt->rows, (long long)bt->batch);
@@ -101,8 +101,8 @@ int cmd_eval(int argc, char **argv) {
     checkpoint_load_weights(b, weights);
     MmcStepState state = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &state, sizeof state);
-    const Node *ids_leaf = train_input(pl, "input_ids");
-    Batcher *batches = batcher_open(data, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(pl), 0);
+    const Node *ids_leaf = train_role(pl, ROLE_TOKENS);
+    Batcher *batches = batcher_open(data, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(pl), 0);
     double targets;
     int64_t n;
     double mean = eval_batches(b, batches, max_batches, &targets, &n);

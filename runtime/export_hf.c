@@ -1,8 +1,10 @@
-/* export_hf: `mmc export RUN_DIR --format hf -o DIR`. MiniMind's architecture is Llama's
- * (RMSNorm, rotate-half RoPE, grouped-query attention, SwiGLU, tied embeddings) under
- * Llama's state-dict names, so the folder is what transformers'
- * AutoModelForCausalLM.from_pretrained(DIR) loads as LlamaForCausalLM, with no remote code:
- *   config.json             Llama's config, from the run's config.json
+/* export_hf: `mmc export RUN_DIR --format hf -o DIR`: a folder that transformers'
+ * AutoModelForCausalLM.from_pretrained(DIR) loads, from the run folder alone. What the model
+ * is to transformers is the graph file's to say, and its config.json saves it under "mmc":
+ * the export_hf{} fields and model{}'s vocabulary and ids. The weights keep the run's names,
+ * so a graph file that declares an architecture names its parameters as that architecture
+ * does (graphs/minimind.lua: MiniMind's, which are Llama's):
+ *   config.json             the export_hf{} fields, and torch_dtype: the export dtype
  *   model.safetensors       the weights in the export dtype
  *   tokenizer.json          the tokenizer the data was made with (--tokenizer, else the run
  *                           folder's, else the built-in one)
@@ -72,12 +74,13 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
     json_error_t err;
     json_t *run = json_load_file(cfg_path, 0, &err);
     if (!run) die("export: %s:%d: %s", cfg_path, err.line, err.text);
-    json_int_t dim = need_int(run, "hidden_size", cfg_path), heads = need_int(run, "num_attention_heads", cfg_path);
-    json_int_t vocab = need_int(run, "vocab_size", cfg_path);
-    json_int_t bos = need_int(run, "bos_token_id", cfg_path), eos = need_int(run, "eos_token_id", cfg_path);
     json_t *mmc = json_object_get(run, "mmc");
-    json_int_t pad = mmc && json_object_get(mmc, "pad_id") ? need_int(mmc, "pad_id", cfg_path) : 0;
-    json_int_t seq = mmc && json_object_get(mmc, "seq") ? need_int(mmc, "seq", cfg_path) : 512;
+    json_t *fields = json_object_get(mmc, "export_hf"), *ids = json_object_get(mmc, "model");
+    if (!json_is_object(fields))
+        die("export: %s has no \"mmc\": {\"export_hf\": ...}: the run's graph declares no export_hf { ... } (or an "
+            "older mmc saved the run)", cfg_path);
+    if (!json_is_object(ids)) die("export: %s has no \"mmc\": {\"model\": ...}: an older mmc saved the run", cfg_path);
+    json_int_t vocab = need_int(ids, "vocab", cfg_path);
 
     /* the tokenizer: --tokenizer, else the run's own (train keeps the one its data was made
      * with), else the built-in one; its ids must fit the model's vocabulary */
@@ -110,30 +113,29 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
             tok_name, (long long)top, (long long)vocab);
 
     make_dirs(out_dir);
+    /* the fields come sorted by key, as transformers writes a config.json: torch_dtype goes
+     * where it sorts */
     json_t *c = json_object();
-    json_object_set_new(c, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-    json_object_set_new(c, "model_type", json_string("llama"));
-    static const char *const same[] = {"hidden_size",  "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                                       "num_key_value_heads", "vocab_size", "rms_norm_eps",      "rope_theta",
-                                       "tie_word_embeddings", "hidden_act", NULL};
-    for (int k = 0; same[k]; k++) json_object_set(c, same[k], need(run, same[k], cfg_path));
-    json_object_set_new(c, "head_dim", json_integer(dim / heads));
-    json_object_set_new(c, "max_position_embeddings", json_integer(seq > 32768 ? seq : 32768));
-    json_object_set_new(c, "attention_bias", json_false());
-    json_object_set_new(c, "mlp_bias", json_false());
-    json_object_set_new(c, "attention_dropout", json_real(0.0));
-    json_object_set_new(c, "rope_scaling", json_null());
-    json_object_set_new(c, "bos_token_id", json_integer(bos));
-    json_object_set_new(c, "eos_token_id", json_integer(eos));
-    json_object_set_new(c, "pad_token_id", json_integer(pad));
-    json_object_set_new(c, "torch_dtype", json_string(dtype_torch_name(dtype)));
-    json_object_set_new(c, "use_cache", json_true());
+    const char *torch_dtype = dtype_torch_name(dtype);
+    int placed = 0;
+    json_object_foreach(fields, key, v) {
+        if (!placed && strcmp(key, "torch_dtype") > 0)
+            json_object_set_new(c, "torch_dtype", json_string(torch_dtype)), placed = 1;
+        json_object_set(c, key, v);
+    }
+    if (!placed) json_object_set_new(c, "torch_dtype", json_string(torch_dtype));
     checkpoint_write_json(out_dir, "config.json", c);
 
+    /* model{}'s ids, where the model has them, under Hugging Face's names */
+    static const struct {
+        const char *ours, *generation, *token;
+    } special[] = {{"bos_id", "bos_token_id", "bos_token"}, {"eos_id", "eos_token_id", "eos_token"},
+                   {"pad_id", "pad_token_id", "pad_token"}};
     json_t *g = json_object();
-    json_object_set_new(g, "bos_token_id", json_integer(bos));
-    json_object_set_new(g, "eos_token_id", json_integer(eos));
-    json_object_set_new(g, "pad_token_id", json_integer(pad));
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) {
+        json_t *id = json_object_get(ids, special[k].ours);
+        if (id) json_object_set(g, special[k].generation, id);
+    }
     checkpoint_write_json(out_dir, "generation_config.json", g);
 
     char *model_out = path_join(out_dir, "model.safetensors");
@@ -153,17 +155,24 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
         json_object_set_new(decoder, id, e);
     }
     json_object_set_new(tc, "added_tokens_decoder", decoder);
-    json_object_set_new(tc, "bos_token", json_string(token_content(tok, bos, tok_name)));
-    json_object_set_new(tc, "eos_token", json_string(token_content(tok, eos, tok_name)));
-    json_object_set_new(tc, "pad_token", json_string(token_content(tok, pad, tok_name)));
-    json_object_set_new(tc, "unk_token", json_string(token_content(tok, pad, tok_name)));
-    json_object_set_new(tc, "model_max_length", json_integer(32768));
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        if (json_object_get(ids, special[k].ours)) {
+            json_int_t id = need_int(ids, special[k].ours, cfg_path);
+            json_object_set_new(tc, special[k].token, json_string(token_content(tok, id, tok_name)));
+            /* a byte-level BPE meets no unknown text, but transformers wants an unk_token: the
+             * padding stands in, as in MiniMind's tokenizer_config */
+            if (!strcmp(special[k].ours, "pad_id")) json_object_set_new(tc, "unk_token", json_string(token_content(tok, id, tok_name)));
+        }
+    json_t *max_positions = json_object_get(ids, "max_positions");
+    if (max_positions) json_object_set(tc, "model_max_length", max_positions);
     json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
     json_object_set_new(tc, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
     json_object_set_new(tc, "chat_template", json_string(chat_template));
     checkpoint_write_json(out_dir, "tokenizer_config.json", tc);
 
-    printf("export: %s, a LlamaForCausalLM folder (%s weights, %s)\n", out_dir, dtype_torch_name(dtype), tok_name);
+    json_t *arch = json_array_get(json_object_get(fields, "architectures"), 0);
+    printf("export: %s, a Hugging Face folder of %s (%s weights, %s)\n", out_dir,
+           json_is_string(arch) ? json_string_value(arch) : "the model", torch_dtype, tok_name);
     json_decref(tok), json_decref(run);
     free(tok_text), free(cfg_path), free(model), free(model_out), free(tok_out), free(kept);
 }

@@ -231,12 +231,12 @@ int cmd_generate(int argc, char **argv) {
     int64_t seq = (int64_t)prompt.n + o.max_new;
     char *tmp_plan = o.plan ? NULL : compile_generate_plan(&o, run_dir, &seq);
     Plan *pl = plan_load(o.plan ? o.plan : tmp_plan);
-    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels");
+    const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS);
     const Node *loss = pl->g->loss, *logits = loss->n_in ? loss->in[0] : NULL;
     if (loss->op != OP_CROSS_ENTROPY || !logits || !logits->materialized || logits->buffer != BUF_ARENA)
         die("generate: %s keeps no logits to read (compile it with --forward, as generate does itself)", pl->path);
     int64_t T = ids_leaf->shape.dim[1], V = logits->shape.dim[logits->shape.rank - 1];
-    uint32_t vocab = train_model_vocab(pl), usable = tokenizer_vocab_size(tok) < vocab ? tokenizer_vocab_size(tok) : vocab;
+    uint32_t vocab = train_vocab(pl), usable = tokenizer_vocab_size(tok) < vocab ? tokenizer_vocab_size(tok) : vocab;
     for (size_t i = 0; i < prompt.n; i++)
         if (prompt.ids[i] >= vocab)
             die("generate: the prompt has token %u, past the model's vocabulary of %u: give the tokenizer the run was "
@@ -256,9 +256,9 @@ int cmd_generate(int argc, char **argv) {
     MmcStepState state = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &state, sizeof state);
 
-    int64_t pad = 0;
-    for (int k = 0; k < pl->g->n_config; k++)
-        if (!strcmp(pl->g->config[k].key, "pad_id")) pad = (int64_t)pl->g->config[k].value;
+    /* the window past the text: its logits do not depend on what fills it (causal), so any id
+     * does where the model has no pad id */
+    int64_t pad = model_has(&pl->g->model, MF_PAD_ID) ? pl->g->model.value[MF_PAD_ID] : 0;
     int32_t *ids = xmalloc((size_t)T * sizeof *ids), *labels = xmalloc((size_t)T * sizeof *labels);
     for (int64_t t = 0; t < T; t++) labels[t] = (int32_t)loss->a.ignore_index; /* no loss is wanted */
     b->write(b, BUF_IO, labels_leaf->offset, labels, T * (int64_t)sizeof *labels);

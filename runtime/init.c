@@ -79,5 +79,6 @@ MmcStepState init_state(const Plan *pl, int64_t total_updates) {
     s.total_micro = (double)total_updates * t->accumulation;
     s.lr = t->lr;
     s.clip_coef = 1.0f;
+    s.ticket = MMC_TICKET_IDLE;
     return s;
 }

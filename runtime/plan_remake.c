@@ -107,7 +107,8 @@ char *plan_from_run(const char *cmd, const char *run_dir, const char *graph, con
     Define *d = xcalloc((size_t)cap, sizeof *d);
     for (int i = 0; i < n_overrides; i++) d[i] = (Define){xstrdup(overrides[i].key), xstrdup(overrides[i].value)};
     if (mmc) { /* every other setting the run was trained with */
-        static const char *const not_settings[] = {"graph", "plan_hash", "policy", "source", "policy_source", NULL};
+        static const char *const not_settings[] = {"graph",  "plan_hash", "policy", "source", "policy_source",
+                                                   "model", "export_hf", NULL};
         const char *key;
         json_t *v;
         json_object_foreach(mmc, key, v) {

@@ -170,7 +170,7 @@ static void grad_norm(Ref *r) {
     float coef = t->clip > 0 ? (float)t->clip / (total + 1e-6f) : 1.0f;
     s->clip_coef = coef < 1.0f ? coef : 1.0f;
     double step = (double)s->update * t->accumulation + (t->accumulation - 1);
-    s->lr = (strcmp(t->schedule, "minimind_cosine") == 0
+    s->lr = (t->schedule == SCHED_MINIMIND_COSINE
                  ? t->lr / 10.0 + 0.5 * t->lr * (1.0 + cos(3.14159265358979323846 * step / s->total_micro))
                  : t->lr) *
             (s->update < t->warmup ? (s->update + 1.0) / t->warmup : 1.0); /* linear warm-up */
@@ -240,11 +240,16 @@ static void step_finish(Ref *r) {
 static void ref_run_group(Backend *b, int index) {
     Ref *r = (Ref *)b;
     Group *gr = b->pl->p->groups[index];
-    if (gr->kind != GK_OPTIMIZER) run_nodes(r, gr);
-    else if (!strcmp(gr->optimizer, "grad_norm")) grad_norm(r);
-    else if (!strcmp(gr->optimizer, "adamw")) adamw(r);
-    else if (!strcmp(gr->optimizer, "step_finish")) step_finish(r);
-    else die("ref backend: unknown optimizer kernel %s", gr->optimizer);
+    if (gr->kind != GK_OPTIMIZER) {
+        run_nodes(r, gr);
+        return;
+    }
+    switch (gr->optimizer) {
+    case OPT_GRAD_NORM: grad_norm(r); break;
+    case OPT_ADAMW: adamw(r); break;
+    case OPT_STEP_FINISH: step_finish(r); break;
+    case OPT_COUNT: die("ref backend: kernel %s has no optimizer kernel", gr->kernel);
+    }
 }
 
 static void ref_run_phase(Backend *b, Phase phase) {

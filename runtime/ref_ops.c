@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "layouts.h"
 #include "util.h"
 
 double ref_inner_round(const RefOpCtx *c, DType t, double v) { return dtype_round(c->eager ? t : c->reg, v); }
@@ -134,7 +135,7 @@ static void linear_dx_rows(const Rows *r, int64_t lo, int64_t hi) { sum_rows(r->
 static void linear_dw_rows(const Rows *r, int64_t lo, int64_t hi) { sum_rows(r->out, r->a, 1, r->N, r->b, r->M, r->K, lo, hi); }
 
 /* y[M,N] = x[M,K] . W[N,K]^T and the two backward products, accumulated in double */
-static void gemm(const Node *n, double **in, double *out) {
+void ref_gemm(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape;
     Rows r = {0};
     r.a = in[0], r.b = in[1], r.out = out;
@@ -191,7 +192,7 @@ static void rms_normalize_slice(const void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-static void rms_normalize(const Node *n, double **in, double *out, double **parts) {
+void ref_rms_normalize(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {NULL, n, in, out, parts};
     int64_t D = last_dim(&n->shape);
     ref_parallel(shape_numel(&n->shape) / D, 3 * D, rms_normalize_slice, &a);
@@ -212,7 +213,7 @@ static void rms_normalize_backward_slice(const void *ctx, int64_t lo, int64_t hi
     }
 }
 
-static void rms_normalize_backward(const Node *n, double **in, double *out) {
+void ref_rms_normalize_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {NULL, n, in, out, NULL};
     int64_t D = last_dim(&n->shape);
     ref_parallel(shape_numel(&n->shape) / D, 4 * D, rms_normalize_backward_slice, &a);
@@ -240,7 +241,7 @@ static void rope_slice(const void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-static void rope(const RefOpCtx *c, const Node *n, double **in, double *out) {
+void ref_rope(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {c, n, in, out, NULL};
     ref_parallel(shape_numel(&n->shape), 8, rope_slice, &a);
 }
@@ -278,7 +279,7 @@ static void attention_slice(const void *ctx, int64_t lo, int64_t hi) {
     free(s);
 }
 
-static void attention(const Node *n, double **in, double *out, double **parts) {
+void ref_attention(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {NULL, n, in, out, parts};
     const Shape *q = &n->in[0]->shape;
     ref_parallel(q->dim[0] * n->a.heads * q->dim[1], 4 * q->dim[1] * (q->dim[2] / n->a.heads), attention_slice, &a);
@@ -328,7 +329,7 @@ static void attention_backward_dq_slice(const void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-static void attention_backward_dq(const Node *n, double **in, double *dq, double **parts) {
+void ref_attention_backward_dq(const RefOpCtx *c, const Node *n, double **in, double *dq, double **parts) {
     OpArgs a = {NULL, n, in, dq, parts};
     AttnDims d = attn_dims(n);
     ref_parallel(d.B * d.H * d.T, 6 * d.T * d.hd, attention_backward_dq_slice, &a);
@@ -361,13 +362,13 @@ static void attention_backward_dkv_slice(const void *ctx, int64_t lo, int64_t hi
     }
 }
 
-static void attention_backward_dkv(const Node *n, double **in, double *dk, double **parts) {
+void ref_attention_backward_dkv(const RefOpCtx *c, const Node *n, double **in, double *dk, double **parts) {
     OpArgs a = {NULL, n, in, dk, parts};
     AttnDims d = attn_dims(n);
     ref_parallel(d.B * d.KV * d.T, 8 * (d.H / d.KV) * d.T * d.hd, attention_backward_dkv_slice, &a);
 }
 
-/* in: logits, labels; out: mean loss; parts: stats [rows,3] (max, log-sum, row loss), count.
+/* in: logits, labels; out: mean loss; parts: stats [rows, MMC_CE_STATS] (layouts.h), count.
  * The rows on every core into the stats, then their losses summed in row order. */
 static void cross_entropy_slice(const void *ctx, int64_t lo, int64_t hi) {
     const OpArgs *a = ctx;
@@ -385,20 +386,21 @@ static void cross_entropy_slice(const void *ctx, int64_t lo, int64_t hi) {
         int64_t t = (int64_t)in[1][r];
         double loss = 0;
         if (t != n->a.ignore_index) loss = dtype_round(c->reg, -ref_inner_round(c, n->compute, (x[t] - m) - logsum));
-        stats[r * 3] = m, stats[r * 3 + 1] = logsum, stats[r * 3 + 2] = loss;
+        double *row = stats + r * MMC_CE_STATS;
+        row[MMC_CE_MAX] = m, row[MMC_CE_LOGSUM] = logsum, row[MMC_CE_LOSS] = loss;
     }
 }
 
-static void cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
+void ref_cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     const Shape *s = &n->in[0]->shape;
     int64_t V = last_dim(s), rows = shape_numel(s) / V;
-    double *stats = parts[0] ? parts[0] : xmalloc((size_t)rows * 3 * sizeof *stats);
+    double *stats = parts[0] ? parts[0] : xmalloc((size_t)rows * MMC_CE_STATS * sizeof *stats);
     double *p3[3] = {parts[0], parts[1], stats};
     OpArgs a = {c, n, in, out, p3};
     ref_parallel(rows, 3 * V, cross_entropy_slice, &a);
     double total = 0, kept = 0;
     for (int64_t r = 0; r < rows; r++) {
-        total += stats[r * 3 + 2];
+        total += stats[r * MMC_CE_STATS + MMC_CE_LOSS];
         kept += (int64_t)in[1][r] != n->a.ignore_index;
     }
     if (!parts[0]) free(stats);
@@ -417,7 +419,7 @@ static void cross_entropy_backward_slice(const void *ctx, int64_t lo, int64_t hi
     double g = dtype_round(c->reg, in[0][0] / in[4][0]);
     for (int64_t r = lo; r < hi; r++) {
         int64_t t = (int64_t)in[2][r];
-        double m = in[3][r * 3], logsum = in[3][r * 3 + 1];
+        double m = in[3][r * MMC_CE_STATS + MMC_CE_MAX], logsum = in[3][r * MMC_CE_STATS + MMC_CE_LOGSUM];
         double d = t == n->a.ignore_index ? 0.0 : ref_inner_round(c, n->compute, -g);
         for (int64_t j = 0; j < V; j++) {
             double lp = ref_inner_round(c, n->compute, (in[1][r * V + j] - m) - logsum);
@@ -426,13 +428,13 @@ static void cross_entropy_backward_slice(const void *ctx, int64_t lo, int64_t hi
     }
 }
 
-static void cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out) {
+void ref_cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {c, n, in, out, NULL};
     int64_t V = last_dim(&n->shape);
     ref_parallel(shape_numel(&n->shape) / V, 3 * V, cross_entropy_backward_slice, &a);
 }
 
-static void embedding(const Node *n, double **in, double *out) {
+void ref_embedding(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
     for (int64_t r = 0; r < rows; r++) {
         int64_t id = (int64_t)in[1][r];
@@ -442,7 +444,7 @@ static void embedding(const Node *n, double **in, double *out) {
 
 /* in: ids; out: the row indices in order of id, rows of one id in row order; parts: where
  * each id's rows start (vocab + 1 entries) */
-static void embedding_sort(const Node *n, double **in, double *out, double **parts) {
+void ref_embedding_sort(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     int64_t rows = shape_numel(&n->in[0]->shape), V = n->a.vocab;
     double *start = parts[0];
     int64_t *next = xcalloc((size_t)V + 1, sizeof *next);
@@ -467,7 +469,7 @@ static void embedding_backward_slice(const void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-static void embedding_backward(const Node *n, double **in, double *out) {
+void ref_embedding_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {NULL, n, in, out, NULL};
     ref_parallel(n->shape.dim[1], shape_numel(&n->in[1]->shape) + n->shape.dim[0], embedding_backward_slice, &a);
 }
@@ -483,33 +485,15 @@ static void sums_slice(const void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-static void sums(const Node *n, double **in, double *out) {
+void ref_sums(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     OpArgs a = {NULL, n, in, out, NULL};
     int64_t C = shape_numel(&n->shape);
     ref_parallel(C, shape_numel(&n->in[0]->shape) / C, sums_slice, &a);
 }
 
 void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
-    switch (op_info[n->op].kind) {
-    case OK_ELEMENTWISE: elementwise(n, in, out); return;
-    case OK_GEMM: gemm(n, in, out); return;
-    default: break;
-    }
-    switch (n->op) {
-    case OP_EMBEDDING: embedding(n, in, out); break;
-    case OP_EMBEDDING_SORT: embedding_sort(n, in, out, parts); break;
-    case OP_EMBEDDING_BACKWARD: embedding_backward(n, in, out); break;
-    case OP_RMS_NORMALIZE: rms_normalize(n, in, out, parts); break;
-    case OP_RMS_NORMALIZE_BACKWARD: rms_normalize_backward(n, in, out); break;
-    case OP_ROPE:
-    case OP_ROPE_BACKWARD: rope(c, n, in, out); break;
-    case OP_ATTENTION: attention(n, in, out, parts); break;
-    case OP_ATTENTION_BACKWARD_DQ: attention_backward_dq(n, in, out, parts); break;
-    case OP_ATTENTION_BACKWARD_DKV: attention_backward_dkv(n, in, out, parts); break;
-    case OP_CROSS_ENTROPY: cross_entropy(c, n, in, out, parts); break;
-    case OP_CROSS_ENTROPY_BACKWARD: cross_entropy_backward(c, n, in, out); break;
-    case OP_SUM_TO:
-    case OP_SUM_ALL: sums(n, in, out); break;
-    default: die("ref backend: no implementation of %s", op_info[n->op].name);
-    }
+    const OpInfo *info = &op_info[n->op];
+    if (info->kind == OK_ELEMENTWISE) elementwise(n, in, out);
+    else if (info->ref) info->ref(c, n, in, out, parts);
+    else die("ref backend: no implementation of %s", info->name);
 }

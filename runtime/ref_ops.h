@@ -14,6 +14,21 @@ typedef struct RefOpCtx {
 
 /* in[k]: input k's values (numel of its shape); out: the node's values; parts[i-1]: part i */
 void ref_compute(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+/* Each op's math, which its row in the op table points to (ops.c): the arguments are
+ * ref_compute's. Elementwise ops have theirs in the table itself (OpInfo.eval). */
+void ref_gemm(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_embedding(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_embedding_sort(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_embedding_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_rms_normalize(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_rms_normalize_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_rope(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts); /* and rope_backward */
+void ref_attention(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_attention_backward_dq(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_attention_backward_dkv(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_sums(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts); /* sum_to, sum_all */
 /* the value rounded where a template rounds inside an op: to t when eager, else to reg */
 double ref_inner_round(const RefOpCtx *c, DType t, double v);
 

@@ -16,12 +16,10 @@
 #include "plan_remake.h"
 #include "util.h"
 
-const Node *train_input(const Plan *pl, const char *name) {
-    for (int i = 0; i < pl->g->n_nodes; i++) {
-        const Node *n = pl->g->nodes[i];
-        if (n->op == OP_INPUT && n->name && !strcmp(n->name, name)) return n;
-    }
-    die("%s: the plan has no input named %s", pl->path, name);
+const Node *train_role(const Plan *pl, Role r) {
+    if (pl->g->role[r]) return pl->g->role[r];
+    die("%s: no input has the role %s: give one in %s as input(name, shape, \"%s\", { role = \"%s\" }) and compile "
+        "again", pl->path, role_names[r], pl->g->source, dtype_name(role_dtypes[r]), role_names[r]);
 }
 
 Backend *backend_open(Plan *pl, const char *name, const char *cmd) {
@@ -33,15 +31,10 @@ Backend *backend_open(Plan *pl, const char *name, const char *cmd) {
     return b;
 }
 
-uint32_t train_model_vocab(const Plan *pl) {
-    int64_t v = 0;
-    for (int i = 0; i < pl->g->n_nodes; i++) {
-        const Node *n = pl->g->nodes[i];
-        int64_t k = n->op == OP_EMBEDDING ? n->in[0]->shape.dim[0]
-                    : n->op == OP_CROSS_ENTROPY ? n->in[0]->shape.dim[n->in[0]->shape.rank - 1] : 0;
-        if (k && (!v || k < v)) v = k;
-    }
-    return (uint32_t)v;
+uint32_t train_vocab(const Plan *pl) {
+    if (model_has(&pl->g->model, MF_VOCAB)) return (uint32_t)pl->g->model.value[MF_VOCAB];
+    die("%s: the graph declares no vocabulary: give it in %s as model { vocab = N } and compile again", pl->path,
+        pl->g->source);
 }
 
 double read_loss(Backend *b) {
@@ -52,8 +45,8 @@ double read_loss(Backend *b) {
 }
 
 void train_load_batch(Backend *b, const char *path) {
-    const Node *ids_leaf = train_input(b->pl, "input_ids"), *labels_leaf = train_input(b->pl, "labels");
-    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_model_vocab(b->pl), 0);
+    const Node *ids_leaf = train_role(b->pl, ROLE_TOKENS), *labels_leaf = train_role(b->pl, ROLE_TARGETS);
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(b->pl), 0);
     int64_t n = data->batch * data->seq;
     int32_t *ids = xmalloc((size_t)n * sizeof *ids), *labels = xmalloc((size_t)n * sizeof *labels);
     batcher_next(data, ids, labels);
@@ -281,13 +274,14 @@ int train_run(const TrainOptions *o) {
     for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
     if (!updates) die("train: %s has no backward pass (compiled with --forward): compile it without to train", o->plan_dir);
     const TrainConfig *t = &pl->g->train;
+    const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS);
+    uint32_t vocab = train_vocab(pl);
     Backend *b = backend_open(pl, o->backend, "train");
-    const Node *ids_leaf = train_input(pl, "input_ids"), *labels_leaf = train_input(pl, "labels");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
             pl->path, (long long)B, (long long)o->batch);
-    Batcher *data = batcher_open(o->data, B, T, train_model_vocab(pl), o->shuffle);
+    Batcher *data = batcher_open(o->data, B, T, vocab, o->shuffle);
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
     init_consts(b);
@@ -345,7 +339,7 @@ int train_run(const TrainOptions *o) {
         init_consts(eb);
         MmcStepState est = init_state(epl, 1);
         eb->write(eb, BUF_STATE, 0, &est, sizeof est);
-        val = batcher_open(o->val, B, T, train_model_vocab(pl), 0);
+        val = batcher_open(o->val, B, T, vocab, 0);
         if (epl->p->buffer_bytes[BUF_PARAMS] != pl->p->buffer_bytes[BUF_PARAMS])
             die("train --val: the forward plan's parameters (%lld bytes) are not the training plan's (%lld)",
                 (long long)epl->p->buffer_bytes[BUF_PARAMS], (long long)pl->p->buffer_bytes[BUF_PARAMS]);

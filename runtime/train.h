@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "model.h"
+
 typedef struct TrainOptions {
     const char *plan_dir;
     const char *plan_name; /* what the log calls the plan (plan_dir unless it was made again), or NULL */
@@ -36,12 +38,12 @@ int train_run(const TrainOptions *o);
 struct Backend;
 struct Plan;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
-/* the plan's input leaf of that name ("input_ids", "labels"); dies naming the plan if absent */
-const struct Node *train_input(const struct Plan *pl, const char *name);
+/* the plan's input of the role (model.h); dies naming the plan and the role if none has it */
+const struct Node *train_role(const struct Plan *pl, Role r);
 /* the backend a command's --backend names (ref or cuda); dies with the reason it cannot start */
 struct Backend *backend_open(struct Plan *pl, const char *name, const char *cmd);
-/* the vocabulary the model can take: the fewest rows of any embedding, classes of any loss */
-uint32_t train_model_vocab(const struct Plan *pl);
+/* the vocabulary the plan declares (the graph file's model{}); dies naming the plan if none */
+uint32_t train_vocab(const struct Plan *pl);
 struct Batcher;
 /* The mean loss, each batch weighed by the targets it counts, over the batches of `bt` from
  * its position: all of the file's, or the first max_batches (> 0). The plan is best a

@@ -2,7 +2,7 @@
 // gradients unscaled and clipped on the fly; skipped entirely when an inf/nan was found.
 // Zeroes the gradients for the next accumulation either way. Every op is rounded as the
 // foreach kernels round it (no FMA contraction).
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     const MmcStepState *state = (const MmcStepState *)b.state;
     {{M}} *p = ({{M}} *)b.params, *g = ({{M}} *)b.grads, *m = ({{M}} *)b.adam_m, *v = ({{M}} *)b.adam_v;
     const bool skip = state->found_inf != 0.0f;

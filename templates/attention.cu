@@ -3,7 +3,7 @@
 // {{KV}} kv heads; scale 1/sqrt({{HD}}). Scores and probabilities stay f32 in shared memory
 // (as SDPA's fused kernels keep them on chip); the output is rounded to its dtype and the
 // row's log-sum-exp is kept for the backward pass.
-extern "C" __global__ void __launch_bounds__(128) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     extern __shared__ unsigned char smem_raw[];
     {{R}} *sc = ({{R}} *)smem_raw;       // [T] scores, then probabilities

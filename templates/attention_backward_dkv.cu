@@ -2,7 +2,7 @@
 // row) makes one row of dk and dv, summing over the {{H}}/{{KV}} query heads that share it,
 // so every element has one writer (deterministic, no atomics). With P = exp(S - lse) and
 // D = rowsum(dO * O) from the dq kernel: dk = (P * (dO V^T - D))^T Q * scale, dv = P^T dO.
-extern "C" __global__ void __launch_bounds__(128) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     extern __shared__ unsigned char smem_raw[];
     {{R}} *ps = ({{R}} *)smem_raw;       // [T]

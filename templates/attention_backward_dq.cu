@@ -2,7 +2,7 @@
 // reference the flash kernels are tested against): one block per (batch, head, query
 // row) makes one row of dq, and keeps D_i = dO_i . O_i for the dk/dv kernel. With
 // P = exp(S - lse): dS = P * (dO V^T - D), dq = dS K * scale.
-extern "C" __global__ void __launch_bounds__(128) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     extern __shared__ unsigned char smem_raw[];
     {{R}} *ds = ({{R}} *)smem_raw;       // [T]

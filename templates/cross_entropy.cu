@@ -2,7 +2,7 @@
 // {{V}} logits: log_softmax = (x - max) - log(sum(exp(x - max))) in f32, rounded to the
 // log-softmax dtype as F.cross_entropy does under autocast; the row's max, log-sum and loss
 // go to the stats part. The last block to finish sums the row losses in row order.
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     __shared__ {{R}} red[32];
     __shared__ double dred[32];
@@ -24,11 +24,11 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         const int t = ld({{LABELS}}, row);
         {{R}} loss = 0;
         if (t != {{IGNORE}}) loss = -{{RDC}}(mmc_sub(mmc_sub(ld({{X}}, base + t), m), logsum));
-        st({{STATS}}, row * 3 + 0, m);
-        st({{STATS}}, row * 3 + 1, logsum);
-        st({{STATS}}, row * 3 + 2, loss);
+        st({{STATS}}, row * MMC_CE_STATS + MMC_CE_MAX, m);
+        st({{STATS}}, row * MMC_CE_STATS + MMC_CE_LOGSUM, logsum);
+        st({{STATS}}, row * MMC_CE_STATS + MMC_CE_LOSS, loss);
         __threadfence();
-        last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
+        last = mmc_ticket_last(state);
     }
     __syncthreads();
     if (!last) return;
@@ -36,7 +36,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     double total = 0, kept = 0;
 #pragma unroll 8
     for (long r = threadIdx.x; r < {{ROWS}}L; r += blockDim.x) {
-        total += ld_cg({{STATS}}, r * 3 + 2);
+        total += ld_cg({{STATS}}, r * MMC_CE_STATS + MMC_CE_LOSS);
         kept += ld({{LABELS}}, r) != {{IGNORE}};
     }
     total = block_sum(total, dred);
@@ -44,6 +44,6 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     if (threadIdx.x == 0) {
         st({{LOSS}}, 0, mmc_div(({{R}})total, ({{R}})kept));
         st({{COUNT}}, 0, kept);
-        state->ticket = 0;
+        mmc_ticket_reset(state);
     }
 }

@@ -7,7 +7,7 @@
 // partials and counters live with the kernel (a counter is reset by the block that reads it).
 __device__ {{R}} {{NAME}}_carry[2 * {{CHUNKS}} * {{D}}];
 __device__ unsigned int {{NAME}}_done[{{V}}];
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     const int *ids = {{IDS}}, *order = {{ORDER}}, *start = {{START}};
     __shared__ int rows[{{K}}], rid[{{K}}];
@@ -16,7 +16,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     if (c >= {{CHUNKS}}) {
         for (long v = (c - {{CHUNKS}}) * 8; v < (c - {{CHUNKS}}) * 8 + 8 && v < {{V}}; v++) {
             if (start[v] != start[v + 1]) continue;
-            for (long col = threadIdx.x; col < {{D}}; col += 256) {
+            for (long col = threadIdx.x; col < {{D}}; col += {{BLOCK}}) {
                 const long i = v * {{D}} + col;
                 {{R}} {{VA}} = 0;
 {{EPILOGUE}}
@@ -26,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     }
     const long lo = c * {{K}}, hi = lo + {{K}} < {{ROWS}}L ? lo + {{K}} : {{ROWS}}L;
     const int n = (int)(hi - lo);
-    for (int j = threadIdx.x; j < n; j += 256) {
+    for (int j = threadIdx.x; j < n; j += {{BLOCK}}) {
         const int r = order[lo + j];
         rows[j] = r;
         rid[j] = ids[r];
@@ -43,7 +43,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
             const long r = rows[jj];
 #pragma unroll
             for (int k = 0; k < {{PER}}; k++) {
-                const long col = threadIdx.x + k * 256;
+                const long col = threadIdx.x + k * {{BLOCK}};
                 if (col < {{D}}) acc[k] += ld({{DY}}, r * {{D}} + col);
             }
         }
@@ -51,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         if (vs >= lo && ve <= hi) {
 #pragma unroll
             for (int k = 0; k < {{PER}}; k++) {
-                const long col = threadIdx.x + k * 256;
+                const long col = threadIdx.x + k * {{BLOCK}};
                 if (col < {{D}}) {
                     const long i = (long)v * {{D}} + col;
                     {{R}} {{VA}} = acc[k];
@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
             const long slot = vs < lo ? 2 * c : 2 * c + 1;
 #pragma unroll
             for (int k = 0; k < {{PER}}; k++) {
-                const long col = threadIdx.x + k * 256;
+                const long col = threadIdx.x + k * {{BLOCK}};
                 if (col < {{D}}) {{NAME}}_carry[slot * {{D}} + col] = acc[k];
             }
             __threadfence();
@@ -75,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
                 __threadfence();
 #pragma unroll
                 for (int k = 0; k < {{PER}}; k++) {
-                    const long col = threadIdx.x + k * 256;
+                    const long col = threadIdx.x + k * {{BLOCK}};
                     if (col < {{D}}) {
                         {{R}} s = 0;
                         for (long cc = first; cc <= lastc; cc++)

@@ -1,25 +1,25 @@
 // The {{ROWS}} rows grouped by id, each id's rows in row order, and where each id's rows
 // start: a stable LSD radix sort of the ids ({{PASSES}} passes of 8 bits) in one block of
-// 32 warps. In a pass each warp counts and then places a contiguous slab of the rows, so a
+// {{WARPS}} warps. In a pass each warp counts and then places a contiguous slab of the rows, so a
 // digit's rows keep their order across warps, and within a warp __match_any_sync ranks
 // equal digits by lane. embedding_backward sums each id's rows in this order: the same on
 // every run, with no float atomics. The digit counts (and, for a vocabulary that fits, the
 // id counts) are in shared memory; the workspace of the passes lives with the kernel.
 __device__ int {{NAME}}_ws[3 * {{ROWS}}];
-extern "C" __global__ void __launch_bounds__(1024) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     const int *ids = {{IDS}};
     int *order = {{ORDER}}, *start = {{START}}; // [{{ROWS}}], [{{V}} + 1]
     extern __shared__ int smem_int[];
-    int *hist = smem_int;                          // [256 digits][32 warps] of a pass
-    int *counts = {{COUNTS_SHARED}} ? hist + 256 * 32 : start; // [{{V}} + 1]
-    __shared__ int sums[32];
+    int *hist = smem_int;                          // [256 digits][{{WARPS}} warps] of a pass
+    int *counts = {{COUNTS_SHARED}} ? hist + 256 * {{WARPS}} : start; // [{{V}} + 1]
+    __shared__ int sums[{{WARPS}}];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const unsigned lower = (1u << lane) - 1u;
 
     // block-wide exclusive scan of a[0, n) in place, deterministic
     auto scan = [&](int *a, long n) {
-        const long per = (n + 1023) / 1024, lo = tid * per, hi = lo + per < n ? lo + per : n;
+        const long per = (n + {{BLOCK}} - 1) / {{BLOCK}}, lo = tid * per, hi = lo + per < n ? lo + per : n;
         int total = 0;
         for (long e = lo; e < hi; e++) total += a[e];
         int inc = total;
@@ -41,26 +41,26 @@ extern "C" __global__ void __launch_bounds__(1024) {{NAME}}(const MmcBuffers b) 
     };
 
     // where each id's rows start: counts, then their exclusive scan
-    for (long v = tid; v <= {{V}}; v += 1024) counts[v] = 0;
+    for (long v = tid; v <= {{V}}; v += {{BLOCK}}) counts[v] = 0;
     __syncthreads();
-    for (long r = tid; r < {{ROWS}}; r += 1024) atomicAdd(&counts[ids[r]], 1);
+    for (long r = tid; r < {{ROWS}}; r += {{BLOCK}}) atomicAdd(&counts[ids[r]], 1);
     __syncthreads();
     scan(counts, {{V}} + 1);
     if ({{COUNTS_SHARED}})
-        for (long v = tid; v <= {{V}}; v += 1024) start[v] = counts[v];
+        for (long v = tid; v <= {{V}}; v += {{BLOCK}}) start[v] = counts[v];
 
     // the sort: pass p reads the previous pass's output and writes A or B, so that the last
     // pass writes B, whose values are `order`. A warp keeps its slab in registers, GROUPS
     // groups of 32 rows at a time.
     int *ak = {{NAME}}_ws, *av = {{NAME}}_ws + {{ROWS}}, *bk = {{NAME}}_ws + 2 * {{ROWS}}, *bv = order;
     const int *sk = ids, *sv = 0;
-    constexpr long SLAB = ({{ROWS}} + 32 * 32 - 1) / (32 * 32) * 32; // rows per warp, whole groups of 32
+    constexpr long SLAB = ({{ROWS}} + {{WARPS}} * 32 - 1) / ({{WARPS}} * 32) * 32; // rows per warp, whole groups of 32
     constexpr int GROUPS = SLAB / 32 < 32 ? (int)(SLAB / 32) : 32, BATCHES = (int)((SLAB / 32 + GROUPS - 1) / GROUPS);
     const long w0 = warp * SLAB, w1 = w0 + SLAB < {{ROWS}} ? w0 + SLAB : {{ROWS}};
     for (int p = 0; p < {{PASSES}}; p++) {
         const int shift = 8 * p;
         int *dk = ({{PASSES}} - 1 - p) % 2 == 0 ? bk : ak, *dv = ({{PASSES}} - 1 - p) % 2 == 0 ? bv : av;
-        for (int e = tid; e < 256 * 32; e += 1024) hist[e] = 0;
+        for (int e = tid; e < 256 * {{WARPS}}; e += {{BLOCK}}) hist[e] = 0;
         __syncthreads();
         int key[GROUPS], val[GROUPS];
         for (int bt = 0; bt < BATCHES; bt++) {
@@ -74,12 +74,12 @@ extern "C" __global__ void __launch_bounds__(1024) {{NAME}}(const MmcBuffers b) 
             for (int j = 0; j < GROUPS; j++) {
                 const int d = key[j] >= 0 ? (key[j] >> shift) & 255 : 256;
                 const unsigned same = __match_any_sync(0xffffffffu, d);
-                if (d < 256 && (same & lower) == 0) hist[d * 32 + warp] += __popc(same);
+                if (d < 256 && (same & lower) == 0) hist[d * {{WARPS}} + warp] += __popc(same);
                 __syncwarp();
             }
         }
         __syncthreads();
-        scan(hist, 256 * 32);
+        scan(hist, 256 * {{WARPS}});
         for (int bt = 0; bt < BATCHES; bt++) {
             if (BATCHES > 1) {
 #pragma unroll
@@ -94,12 +94,12 @@ extern "C" __global__ void __launch_bounds__(1024) {{NAME}}(const MmcBuffers b) 
                 const int d = key[j] >= 0 ? (key[j] >> shift) & 255 : 256;
                 const unsigned same = __match_any_sync(0xffffffffu, d);
                 if (d < 256) {
-                    const int at = hist[d * 32 + warp] + __popc(same & lower);
+                    const int at = hist[d * {{WARPS}} + warp] + __popc(same & lower);
                     dk[at] = key[j];
                     dv[at] = val[j];
                 }
                 __syncwarp();
-                if (d < 256 && (same & lower) == 0) hist[d * 32 + warp] += __popc(same);
+                if (d < 256 && (same & lower) == 0) hist[d * {{WARPS}} + warp] += __popc(same);
                 __syncwarp();
             }
         }

@@ -19,6 +19,10 @@
 // 16-deep product: P never leaves registers.
 namespace flash {
 
+// the threads of every block: 4 warps, for which the tiles below are laid out (the launch
+// step's block size, which each kernel's template checks)
+constexpr int THREADS = 128;
+
 typedef unsigned int u32;
 
 __device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
@@ -239,7 +243,7 @@ __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 
 // softmax in base 2; lse is the natural log-sum-exp of each row's scaled scores.
 template <typename E, int T, int H, int KV, int HD, int CAUSAL, int MT, int BC>
 __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o, float *lse, float scale) {
-    constexpr int NT = 128, BR = 4 * 16 * MT, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
+    constexpr int NT = THREADS, BR = 4 * 16 * MT, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
     extern __shared__ __align__(16) unsigned char flash_smem[];
     E *qs = (E *)flash_smem, *ks = qs + BR * P, *vs = ks + 2 * BC * P; // [BR][P], [2][BC][P], [2][BC][P]
@@ -379,7 +383,7 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
                                             const float *lse, E *dq, float *dsum, float scale) {
-    constexpr int NT = 128, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
+    constexpr int NT = THREADS, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
     extern __shared__ __align__(16) unsigned char flash_smem[];
     E *qs = (E *)flash_smem, *dos = qs + BR * P, *ks = dos + BR * P, *vs = ks + 2 * BC * P;
@@ -525,7 +529,7 @@ template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float x) {
 template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
                                              const float *dsum, E *dk, E *dv, float scale) {
-    constexpr int NT = 128, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
+    constexpr int NT = THREADS, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
     constexpr bool KV_REGS = HD <= 64;
     static_assert(HD % 16 == 0 && BQ % 16 == 0 && H % KV == 0, "flash attention tile shapes");
     // Shared memory: the k and v tiles [BK][P] (or, once k and v sit in registers, each

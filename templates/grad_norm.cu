@@ -4,13 +4,14 @@
 // each parameter (a warp a parameter, in a fixed order: torch._foreach_norm), takes the L2
 // norm of those norms, the clip coefficient and this update's learning rate.
 {{TABLES}}
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     __shared__ double red[32];
     __shared__ int last, bad_shared;
     MmcStepState *state = (MmcStepState *)b.state;
     const {{M}} *grads = (const {{M}} *)b.grads;
-    double *partial = (double *)b.scratch;          // [chunks] sums of squares
-    int *bad = (int *)(partial + {{NCHUNKS}} + {{NPARAMS}}); // [chunks] non-finite seen
+    double *partial = (double *)(b.scratch + MMC_GRAD_NORM_PARTIAL({{NCHUNKS}}, {{NPARAMS}})); // [chunks] sums of squares
+    double *norms = (double *)(b.scratch + MMC_GRAD_NORM_NORMS({{NCHUNKS}}, {{NPARAMS}}));     // [params] their norms
+    int *bad = (int *)(b.scratch + MMC_GRAD_NORM_BAD({{NCHUNKS}}, {{NPARAMS}}));              // [chunks] non-finite seen
     const float inv_scale = {{SCALING}} ? (float)(1.0 / (double)state->scale) : 1.0f;
     const int c = blockIdx.x;
     int param = 0;
@@ -34,13 +35,12 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
         partial[c] = ss;
         bad[c] = bad_shared;
         __threadfence();
-        last = atomicAdd(&state->ticket, 1u) == gridDim.x - 1;
+        last = mmc_ticket_last(state);
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
     // each warp takes every 8th parameter: its lanes sum the chunks, then a fixed butterfly
-    double *norms = partial + {{NCHUNKS}};
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int found_w = 0;
     for (int p = warp; p < {{NPARAMS}}; p += blockDim.x >> 5) {
@@ -73,5 +73,5 @@ extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
     const double s = (double)state->update * {{ACCUM}} + ({{ACCUM}} - 1);
     state->lr = ({{COSINE}} ? {{LR}} / 10.0 + 0.5 * {{LR}} * (1.0 + cos(3.14159265358979323846 * s / state->total_micro)) : {{LR}}) *
                 (state->update < {{WARMUP}} ? (state->update + 1.0) / {{WARMUP}} : 1.0); // linear warm-up
-    state->ticket = 0;
+    mmc_ticket_reset(state);
 }

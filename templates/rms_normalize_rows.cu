@@ -49,9 +49,9 @@ __device__ __forceinline__ void {{NAME}}_sum_rows(const {{R}} *table, int r0, in
 #endif
 }
 #endif
-extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
-    __shared__ {{R}} red[2 * {{THREADS}} / 32];
+    __shared__ {{R}} red[2 * {{BLOCK}} / 32];
     const int team = threadIdx.x / {{TPR}}, t = threadIdx.x % {{TPR}};
     {{R}} xv[{{CH}} * {{W}}];
 #if {{BACKWARD}}
@@ -143,7 +143,7 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
             for (int k = 0; k < {{W}}; k++) part[team * {{D}} + col0 + k] = rs[c * {{W}} + k];
     }
     __syncthreads();
-    for (int col = threadIdx.x; col < {{D}}; col += {{THREADS}}) {
+    for (int col = threadIdx.x; col < {{D}}; col += {{BLOCK}}) {
         {{R}} v = 0;
         for (int tm = 0; tm < {{TEAMS}}; tm++) v += part[tm * {{D}} + col];
         {{NAME}}_partial[(long)blockIdx.x * {{D}} + col] = v;
@@ -157,7 +157,7 @@ extern "C" __global__ void __launch_bounds__({{THREADS}}) {{NAME}}(const MmcBuff
     if (!last) return;
     __threadfence();
     // runs of {{W}} columns, {{SUM_LANES}} lanes of threads
-    const int per = {{THREADS}} / {{SUM_LANES}}, lane = threadIdx.x / per;
+    const int per = {{BLOCK}} / {{SUM_LANES}}, lane = threadIdx.x / per;
     for (int u0 = 0; u0 < {{D}} / {{W}}; u0 += per) {
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < {{D}} / {{W}} && lane < {{SUM_LANES}};

@@ -1,7 +1,7 @@
 // Gradient of rope: dx[j] = dy[j]*cos[j] + (j < half ? dy[j+half]*sin[j+half]
 // : -dy[j-half]*sin[j-half]); each branch is rounded to x's dtype before the sum, as the
 // autograd engine casts each branch's gradient to x's dtype.
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < {{N}}L; i += (long)gridDim.x * blockDim.x) {
         const int j = (int)(i % {{HD}});

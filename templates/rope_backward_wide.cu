@@ -2,7 +2,7 @@
 // : -dy[j-half]*sin[j-half]); each branch is rounded to x's dtype before the sum, as the
 // autograd engine casts each branch's gradient to x's dtype. Eight consecutive elements a
 // thread (they lie in one half of a head), 16-byte accesses.
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     for (long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8; i0 < {{N}}L; i0 += (long)gridDim.x * blockDim.x * 8) {
         const int j0 = (int)(i0 % {{HD}});

@@ -1,7 +1,7 @@
 // MiniMind apply_rotary_pos_emb on [B, T={{T}}, heads*{{HD}}]: x*cos + rotate_half(x)*sin,
 // rotate_half(x) = cat(-x[half:], x[:half]); each product rounded to the compute dtype.
 // Eight consecutive elements a thread (they lie in one half of a head), 16-byte accesses.
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     for (long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8; i0 < {{N}}L; i0 += (long)gridDim.x * blockDim.x * 8) {
         const int j0 = (int)(i0 % {{HD}});

@@ -2,7 +2,7 @@
 // [first[s], first[s + 1]) of the grid, {{PER_BLOCK}} elements a block; a block finds its
 // segment by bisection of the table.
 {{TABLES}}
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     int seg = 0, hi = {{N}};
     while (hi - seg > 1) {
         const int mid = (seg + hi) / 2;

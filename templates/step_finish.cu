@@ -1,6 +1,6 @@
 // Update phase, kernel 3 of 3 (one thread): GradScaler.update and the step counters, then
 // the loss-gradient seed for the next micro-steps.
-extern "C" __global__ void {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     MmcStepState *s = (MmcStepState *)b.state;
     const bool found = s->found_inf != 0.0f;
     if ({{SCALING}}) {

@@ -17,8 +17,24 @@ typedef struct MmcStepState {
     int adam_step;        /* AdamW's step count: updates actually applied */
     int update;           /* updates attempted, skipped ones included */
     int skipped;          /* updates skipped because of inf/nan */
-    unsigned int ticket;  /* last-block-done counter of the grad-norm kernel; 0 between launches */
+    unsigned int ticket;  /* the last-block counter (below); MMC_TICKET_IDLE between launches */
     int pad_[2];          /* explicit, so the struct has no padding bytes of unknown value */
 } MmcStepState;
+
+/* The ticket: a kernel whose last block to finish completes the launch (cross_entropy*.cu
+ * sums the row losses, grad_norm.cu the norms) has each block take a ticket once its part
+ * is written and fenced; the block that takes the last one reads every part and puts the
+ * counter back to MMC_TICKET_IDLE. So the counter is idle whenever no such launch runs, as
+ * each of them needs at its start: init_state makes it so, a resume file (saved between
+ * updates) keeps it so, and the kernels that use it all run on the main stream, one at a time. */
+#define MMC_TICKET_IDLE 0u
+
+#ifdef __CUDACC__
+// true in the block that takes the launch's last ticket, which ends with mmc_ticket_reset
+__device__ __forceinline__ bool mmc_ticket_last(MmcStepState *s) {
+    return atomicAdd(&s->ticket, 1u) == MMC_TICKET_IDLE + gridDim.x - 1;
+}
+__device__ __forceinline__ void mmc_ticket_reset(MmcStepState *s) { s->ticket = MMC_TICKET_IDLE; }
+#endif
 
 #endif

@@ -1,9 +1,9 @@
 // Sums all {{N}} elements in one block (used by test graphs).
-extern "C" __global__ void __launch_bounds__(256) {{NAME}}(const MmcBuffers b) {
+extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
     __shared__ {{R}} red[32];
     {{R}} acc = 0;
-    for (long i = threadIdx.x; i < {{N}}L; i += 256) {
+    for (long i = threadIdx.x; i < {{N}}L; i += {{BLOCK}}) {
 {{PROLOGUE}}
         acc += {{X}};
     }

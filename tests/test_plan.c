@@ -20,6 +20,13 @@ static char *with_field(const char *text, const char *line, const char *what) {
     return xasprintf("%.*s%s%s", (int)cut, text, what, text + cut);
 }
 
+/* `text` with its first `from` replaced by `to` */
+static char *replaced(const char *text, const char *from, const char *to) {
+    const char *at = strstr(text, from);
+    if (!at) return xstrdup(text);
+    return xasprintf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
 /* the line number, in `text`, of the first line that holds `what` */
 static int line_of(const char *text, const char *what) {
     const char *at = strstr(text, what);
@@ -68,6 +75,34 @@ int main(void) {
     CHECK(!strcmp(a.g->hash, b.g->hash), "the same inputs give the same hash");
     CHECK(strcmp(a.g->hash, c.g->hash) && strcmp(a.g->hash, d.g->hash), "a -D or a policy changes the hash");
 
+    /* what the runtime needs beside the graph comes back from the plan: the inputs by role,
+     * model{}, and the config.json fields as JSON text */
+    const Graph *mg = pm->g;
+    CHECK(mg->role[ROLE_TOKENS] && !strcmp(mg->role[ROLE_TOKENS]->name, "input_ids") && mg->role[ROLE_TARGETS] &&
+              !strcmp(mg->role[ROLE_TARGETS]->name, "labels"),
+          "minimind: the roles do not name input_ids and labels");
+    CHECK(mg->model.value[MF_VOCAB] == 6400 && mg->model.value[MF_PAD_ID] == 0 && mg->model.value[MF_BOS_ID] == 1 &&
+              mg->model.value[MF_EOS_ID] == 2 && model_has(&mg->model, MF_MAX_POSITIONS),
+          "minimind: model{} read back as vocab %lld pad %lld bos %lld eos %lld", (long long)mg->model.value[MF_VOCAB],
+          (long long)mg->model.value[MF_PAD_ID], (long long)mg->model.value[MF_BOS_ID], (long long)mg->model.value[MF_EOS_ID]);
+    int found = 0;
+    for (int i = 0; i < mg->json[JF_CHECKPOINT].n; i++) {
+        const JsonField *f = &mg->json[JF_CHECKPOINT].f[i];
+        found |= !strcmp(f->key, "model_type") && !strcmp(f->json, "\"minimind\"");
+    }
+    CHECK(found && mg->json[JF_EXPORT_HF].n > 0, "minimind: the config.json fields did not come back");
+    const char *model_line = strstr(a.plan, "\nmodel ");
+    CHECK(model_line != NULL, "tiny: no model line");
+    if (model_line) {
+        char *no_model = xasprintf("%.*s%s", (int)(model_line - a.plan), a.plan, strchr(model_line + 1, '\n'));
+        expect_refused("no model line", no_model, "recompile with mmc compile");
+        char *tokens = xasprintf(" tokens=%%%d ", a.g->role[ROLE_TOKENS]->id);
+        const char *at_tokens = strstr(a.plan, tokens);
+        char *to_param = xasprintf("%.*s tokens=%%%d %s", (int)(at_tokens - a.plan), a.plan, a.g->params[0].node->id,
+                                   at_tokens + strlen(tokens));
+        expect_refused("a role on a parameter", to_param, "the role tokens names");
+    }
+
     /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
      * stream=1 on its kernel line and on no other, and read back */
     const Group *first = pm->p->groups[0];
@@ -80,7 +115,8 @@ int main(void) {
     CHECK(st && !strncmp(st, " stream=1 ", 10) && !strstr(st + 1, " stream="), "minimind: stream=1 is not on one kernel line only");
 
     expect_refused("not a plan", "hello\n", "bad/plan:1: not an mmc plan");
-    expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 1");
+    expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 2");
+    expect_refused("a plan from before the attribute and launch tables", "mmc-plan 1\nend\n", "recompile with mmc compile");
     char *cut = xstrndup(a.plan, strlen(a.plan) / 2);
     cut[strrchr(cut, '\n') - cut + 1] = 0;
     expect_refused("cut short", cut, "the plan is cut short");
@@ -97,5 +133,33 @@ int main(void) {
     expect_refused("a gemm on the side stream", gemm_side, want);
     char *late_side = with_field(a.plan, "\nkernel k002_", " stream=1");
     expect_refused("a side kernel reading another's output", late_side, "which another kernel writes");
+    /* op lines carry exactly the attributes their op uses (compiler/attrs.h), each readable */
+    expect_refused("an attribute the op does not use", with_field(a.plan, " add in=", " heads=2"),
+                   "field 'heads' is no attribute of add");
+    char *no_eps = xstrdup(a.plan), *eps = strstr(strstr(no_eps, " rms_normalize in="), " eps=");
+    memmove(eps, strchr(eps + 1, ' '), strlen(strchr(eps + 1, ' ')) + 1);
+    expect_refused("a missing attribute", no_eps, "rms_normalize needs attribute eps");
+    char *bad_heads = xstrdup(a.plan);
+    memcpy(strstr(strstr(bad_heads, " rope in="), " heads=") + 7, "x", 1);
+    expect_refused("a bad attribute value", bad_heads, "heads: 'x");
+    expect_refused("an attribute twice", with_field(a.plan, " rope in=", " heads=2"), "attribute heads given twice");
+    /* kernel kinds, phases, optimizer kernels and lr schedules are names from their tables
+     * (program.h, lr_schedule.h): any other word is refused on its line, with the known ones */
+    char *bad_opt = replaced(a.plan, " optimizer=adamw", " optimizer=adam");
+    want = xasprintf("bad/plan:%d: unknown optimizer kernel 'adam' (known: grad_norm, adamw or step_finish)",
+                     line_of(bad_opt, " optimizer=adam"));
+    expect_refused("an unknown optimizer kernel", bad_opt, want);
+    char *no_opt = replaced(a.plan, " optimizer=adamw", "");
+    want = xasprintf("bad/plan:%d: missing field optimizer", line_of(no_opt, "_adamw kind=optimizer"));
+    expect_refused("an optimizer kernel without its name", no_opt, want);
+    expect_refused("an optimizer name on another kernel", with_field(a.plan, "\nkernel k002_", " optimizer=adamw"),
+                   "optimizer=adamw on a");
+    char *bad_phase = replaced(a.plan, " phase=update", " phase=updates");
+    want = xasprintf("bad/plan:%d: unknown phase 'updates' (known: micro or update)", line_of(bad_phase, " phase=updates"));
+    expect_refused("an unknown phase", bad_phase, want);
+    expect_refused("an unknown kernel kind", replaced(a.plan, " kind=anchor", " kind=anchors"),
+                   "unknown kernel kind 'anchors' (known: elementwise, anchor, gemm, cast_weights, optimizer or grad_accumulate)");
+    expect_refused("an unknown lr schedule", replaced(a.plan, " schedule=minimind_cosine", " schedule=cosine"),
+                   "unknown schedule 'cosine' (known: minimind_cosine or constant)");
     return test_done("test_plan");
 }

@@ -121,6 +121,17 @@ if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 1 --lr a
 grep -q "train: --lr needs a number, got 'abc'" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 if ./mmc train "$tmp/fwd" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train on a forward plan ran"; fail=1; fi
 grep -q "has no backward pass (compiled with --forward)" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+# the runtime finds the batch's inputs by their role alone: a graph whose inputs have none
+# compiles, but train names the plan and the role it lacks
+cat >"$tmp/noroles.lua" <<'EOF'
+model { vocab = 320 }
+local ids = input("ids", {4, 32}, "i32")
+loss(sum_all(embedding(param("w", {320, 8}, init.normal(0, 1)), ids)))
+EOF
+./mmc compile "$tmp/noroles.lua" -o "$tmp/noroles" --quiet || fail=1
+if ./mmc train "$tmp/noroles" --backend ref --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then echo "train without a tokens role ran"; fail=1; fi
+grep -q "$tmp/noroles/plan: no input has the role tokens: give one in $tmp/noroles.lua as input(name, shape, \"i32\", { role = \"tokens\" })" "$tmp/err" \
+  || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 # without a GPU the cuda backend says so in one line and points to the ref backend
 if ./mmc train "$tmp/tiny" --backend cuda --data "$tmp/text.bin" --steps 1 2>"$tmp/err"; then :; else
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--backend ref" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }

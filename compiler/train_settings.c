@@ -1,0 +1,56 @@
+/* train_settings: the table of training settings (train_settings.h), printed and parsed. */
+#include "train_settings.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+const TrainSetting train_settings[] = {
+#define X(field, ctype, kind, doc) {#field, kind, offsetof(TrainConfig, field), doc},
+    MMC_TRAIN_SETTINGS(X)
+#undef X
+};
+const int n_train_settings = sizeof train_settings / sizeof train_settings[0];
+
+#define FIELD(t, s, type) (*(type *)((char *)(t) + (s)->offset))
+
+void train_settings_print(StrBuf *o, const TrainConfig *t) {
+    char d[32];
+    for (int i = 0; i < n_train_settings; i++) {
+        const TrainSetting *s = &train_settings[i];
+        switch (s->kind) {
+        case TK_REAL: sb_printf(o, " %s=%s", s->key, fmt_double(d, FIELD(t, s, const double))); break;
+        case TK_INT: sb_printf(o, " %s=%d", s->key, FIELD(t, s, const int)); break;
+        case TK_SCHEDULE: sb_printf(o, " %s=%s", s->key, lr_schedule_name(FIELD(t, s, const LrSchedule))); break;
+        }
+    }
+}
+
+char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *text) {
+    char *end;
+    errno = 0;
+    switch (s->kind) {
+    case TK_REAL: {
+        double v = strtod(text, &end);
+        if (end == text || *end) return xasprintf("%s: '%s' is not a number", s->key, text);
+        FIELD(t, s, double) = v;
+        return NULL;
+    }
+    case TK_INT: {
+        long v = strtol(text, &end, 10);
+        if (end == text || *end || errno || v < -2147483647L - 1 || v > 2147483647L)
+            return xasprintf("%s: '%s' is not an integer", s->key, text);
+        FIELD(t, s, int) = (int)v;
+        return NULL;
+    }
+    case TK_SCHEDULE: {
+        int v = lr_schedule_parse(text);
+        if (v < 0) return xasprintf("%s: unknown schedule '%s' (known: %s)", s->key, text, word_list(lr_schedule_names));
+        FIELD(t, s, LrSchedule) = (LrSchedule)v;
+        return NULL;
+    }
+    }
+    return xasprintf("%s: unknown kind", s->key);
+}

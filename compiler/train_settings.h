@@ -1,0 +1,60 @@
+/* train_settings: the one table of training settings. Each row is a field of TrainConfig,
+ * its kind and its key on the plan's `train` line; the plan writes and reads that line from
+ * the table, so a setting added here travels from the graph file to both backends. train{}
+ * in the graph file (frontend_train.c) sets them; grad_norm.cu, adamw.cu, step_finish.cu and
+ * the ref backend use them. */
+#ifndef MMC_TRAIN_SETTINGS_H
+#define MMC_TRAIN_SETTINGS_H
+
+#include <stddef.h>
+
+#include "lr_schedule.h"
+
+typedef enum TrainKind {
+    TK_REAL,     /* a double, written so that it reads back exactly */
+    TK_INT,      /* an int */
+    TK_SCHEDULE, /* an LrSchedule, written by name */
+} TrainKind;
+
+/*  field           C type      kind         what it is (torch names in brackets) */
+#define MMC_TRAIN_SETTINGS(X)                                                                           \
+    X(lr,             double,     TK_REAL,     "peak learning rate (AdamW lr)")                           \
+    X(beta1,          double,     TK_REAL,     "AdamW betas[0]")                                          \
+    X(beta2,          double,     TK_REAL,     "AdamW betas[1]")                                          \
+    X(eps,            double,     TK_REAL,     "AdamW eps")                                               \
+    X(weight_decay,   double,     TK_REAL,     "AdamW weight_decay, decoupled")                           \
+    X(schedule,       LrSchedule, TK_SCHEDULE, "the learning-rate schedule (lr_schedule.h)")              \
+    X(warmup,         int,        TK_INT,      "updates of linear warm-up: lr x (update + 1) / warmup")   \
+    X(clip,           double,     TK_REAL,     "max grad norm (clip_grad_norm_); 0 disables clipping")    \
+    X(loss_scaling,   int,        TK_INT,      "1: dynamic loss scaling (GradScaler); 0: none (fp32 runs)") \
+    X(scale_init,     double,     TK_REAL,     "GradScaler init_scale")                                   \
+    X(scale_growth,   double,     TK_REAL,     "GradScaler growth_factor")                                \
+    X(scale_backoff,  double,     TK_REAL,     "GradScaler backoff_factor")                               \
+    X(scale_interval, int,        TK_INT,      "GradScaler growth_interval, in clean updates")            \
+    X(accumulation,   int,        TK_INT,      "micro-batches per optimizer update")                      \
+    X(epochs,         int,        TK_INT,      "passes over the training data")                           \
+    X(log_interval,   int,        TK_INT,      "updates between progress lines")
+
+typedef struct TrainConfig {
+#define X(field, ctype, kind, doc) ctype field;
+    MMC_TRAIN_SETTINGS(X)
+#undef X
+    char *where; /* the graph file's train{} call */
+} TrainConfig;
+
+typedef struct TrainSetting {
+    const char *key; /* the field's name */
+    TrainKind kind;
+    size_t offset;   /* of the field in TrainConfig */
+    const char *doc;
+} TrainSetting;
+
+extern const TrainSetting train_settings[];
+extern const int n_train_settings;
+
+struct StrBuf;
+void train_settings_print(struct StrBuf *o, const TrainConfig *t); /* " key=value" for each, in table order */
+/* sets the setting of that key from its text; NULL, or what is wrong (caller frees) */
+char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *text);
+
+#endif
