@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "util.h"
+
 const char *const role_names[ROLE_COUNT + 1] = {
 #define X(e, name, dtype, doc) name,
     MMC_ROLES(X)
@@ -40,13 +42,7 @@ const char *const json_file_added_key[JF_COUNT] = {
 #undef X
 };
 
-static int name_index(const char *const *names, const char *name) {
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], name) == 0) return i;
-    return -1;
-}
-
-int role_parse(const char *name) { return name_index(role_names, name); }
-int model_field_parse(const char *name) { return name_index(model_field_names, name); }
-int json_file_parse(const char *name) { return name_index(json_file_names, name); }
+int role_parse(const char *name) { return word_index(role_names, name); }
+int model_field_parse(const char *name) { return word_index(model_field_names, name); }
+int json_file_parse(const char *name) { return word_index(json_file_names, name); }
 int model_has(const ModelInfo *m, ModelField f) { return (m->given >> f) & 1; }

@@ -19,12 +19,6 @@ int buffer_parse(const char *name) {
     return -1;
 }
 
-static int name_index(const char *const *names, const char *name) {
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], name) == 0) return i;
-    return -1;
-}
-
 const char *const group_kind_names[GK_COUNT + 1] = {
 #define X(e, name, doc) name,
     MMC_GROUP_KINDS(X)
@@ -42,11 +36,11 @@ const char *const optimizer_kernel_names[OPT_COUNT + 1] = {
     NULL};
 
 const char *group_kind_name(GroupKind k) { return (unsigned)k < GK_COUNT ? group_kind_names[k] : "?"; }
-int group_kind_parse(const char *name) { return name_index(group_kind_names, name); }
+int group_kind_parse(const char *name) { return word_index(group_kind_names, name); }
 const char *phase_name(Phase ph) { return (unsigned)ph < PHASE_COUNT ? phase_names[ph] : "?"; }
-int phase_parse(const char *name) { return name_index(phase_names, name); }
+int phase_parse(const char *name) { return word_index(phase_names, name); }
 const char *optimizer_kernel_name(OptimizerKernel k) { return (unsigned)k < OPT_COUNT ? optimizer_kernel_names[k] : "?"; }
-int optimizer_kernel_parse(const char *name) { return name_index(optimizer_kernel_names, name); }
+int optimizer_kernel_parse(const char *name) { return word_index(optimizer_kernel_names, name); }
 
 Group *program_add_group(Program *p, GroupKind kind, Phase phase) {
     Group *gr = xcalloc(1, sizeof *gr);

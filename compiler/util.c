@@ -319,6 +319,12 @@ const char *nearest_word(const char *word, const char *const *choices) {
     return best;
 }
 
+int word_index(const char *const *words, const char *word) {
+    for (int i = 0; words[i]; i++)
+        if (strcmp(words[i], word) == 0) return i;
+    return -1;
+}
+
 char *word_list(const char *const *words) {
     StrBuf b = {0};
     sb_append(&b, "");

@@ -60,6 +60,8 @@ double now_seconds(void); /* a monotonic clock, for durations */
 /* the choice (a NULL-terminated list) nearest to a misspelt word, within two edits; or NULL */
 const char *nearest_word(const char *word, const char *const *choices);
 /* the words of a NULL-terminated list for a message: "a, b or c" */
+/* the position of `word` in the NULL-terminated `words`, or -1 */
+int word_index(const char *const *words, const char *word);
 char *word_list(const char *const *words);
 /* "CMD: unknown option OPT; did you mean X?" (X from known, when one is near), and exit */
 MMC_NORETURN void die_unknown_option(const char *cmd, const char *opt, const char *const *known);

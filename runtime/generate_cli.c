@@ -221,17 +221,21 @@ int cmd_generate(int argc, char **argv) {
     stat(o.weights, &st);
     char *weights = S_ISDIR(st.st_mode) ? path_join(o.weights, "model.safetensors") : xstrdup(o.weights);
     Tokenizer *tok = open_tokenizer(o.tokenizer, run_dir);
-    IdVec prompt = {0};
-    int64_t bos = tokenizer_token_id(tok, "<|im_start|>"), eos = tokenizer_token_id(tok, "<|im_end|>");
-    if (bos >= 0) idvec_push(&prompt, (uint32_t)bos);
+    IdVec text = {0}, prompt = {0};
     EncodeState *es = encode_state_new(tok);
-    tokenizer_encode(es, o.prompt, strlen(o.prompt), &prompt);
+    tokenizer_encode(es, o.prompt, strlen(o.prompt), &text);
     encode_state_free(es);
 
-    int64_t seq = (int64_t)prompt.n + o.max_new;
+    int64_t seq = (int64_t)text.n + 1 + o.max_new; /* room for the start id, if the model has one */
     char *tmp_plan = o.plan ? NULL : compile_generate_plan(&o, run_dir, &seq);
     Plan *pl = plan_load(o.plan ? o.plan : tmp_plan);
     const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS);
+    /* a text starts with the model's start id and ends at its end id, as model{} declares them */
+    const ModelInfo *mi = &pl->g->model;
+    int64_t bos = model_has(mi, MF_BOS_ID) ? mi->value[MF_BOS_ID] : -1, eos = model_has(mi, MF_EOS_ID) ? mi->value[MF_EOS_ID] : -1;
+    if (bos >= 0) idvec_push(&prompt, (uint32_t)bos);
+    for (size_t i = 0; i < text.n; i++) idvec_push(&prompt, text.ids[i]);
+    free(text.ids);
     const Node *loss = pl->g->loss, *logits = loss->n_in ? loss->in[0] : NULL;
     if (loss->op != OP_CROSS_ENTROPY || !logits || !logits->materialized || logits->buffer != BUF_ARENA)
         die("generate: %s keeps no logits to read (compile it with --forward, as generate does itself)", pl->path);
