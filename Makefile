@@ -1,15 +1,20 @@
 # mmc: `make` builds ./mmc; `make demo` runs the main job; `make test` runs every test that
-# needs no GPU (both first install what is missing); `make generate` rewrites generated/ from
-# graphs/ and templates/. See README.md.
+# needs no GPU (both first install what is missing), `make test-asan` the same under ASan and
+# UBSan; `make generate` rewrites generated/ from graphs/ and templates/. See README.md.
 CUDA    ?= /usr/local/cuda
 LUA_INC ?= /usr/include/lua5.4
 LUA_LIB ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
+# the project's own flags stay when CFLAGS or LDLIBS are given on the command line
+override CFLAGS += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP \
            -Icompiler -Iruntime -Itemplates -I$(LUA_INC) -I$(CUDA)/include
 JANSSON ?= $(shell $(CC) -print-file-name=libjansson.a)
-LDLIBS  += $(LUA_LIB) $(JANSSON) -lm -ldl -lpthread
+override LDLIBS += $(LUA_LIB) $(JANSSON) -lm -ldl -lpthread
+# `make test-asan`: AddressSanitizer and UndefinedBehaviorSanitizer, any report fatal
+ifneq ($(ASAN),)
+override CFLAGS += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
 OBJDIR  ?= build/obj
 MMC     ?= mmc
 
@@ -21,7 +26,7 @@ ifeq ($(wildcard $(CUDA)/include/cuda_runtime.h),)
 CFLAGS  += -DMMC_NO_CUDA
 SRC     := $(filter-out runtime/cuda_backend.c runtime/nvrtc_compile.c,$(SRC))
 else
-LDLIBS  += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt
+override LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt
 endif
 OBJ     := $(patsubst %.c,$(OBJDIR)/%.o,$(SRC)) $(OBJDIR)/embedded.o
 EMBED   := $(sort $(wildcard templates/*.cu templates/*.cuh templates/*.h graphs/policies/*.lua))
@@ -72,6 +77,15 @@ test: deps
 	@$(MAKE) --no-print-directory mmc $(TESTS)
 	bash tests/run.sh
 
+# every test of `make test` with ./mmc and the test programs built under ASan+UBSan (objects in
+# build/asan), then the plain ones again. Leaks are not reported: a plan lives as long as the
+# process on purpose. CUDA's runtime needs the shadow gap left unprotected.
+test-asan: deps
+	@rm -f $(MMC) $(TESTS)
+	@$(MAKE) --no-print-directory ASAN=1 OBJDIR=build/asan $(MMC) $(TESTS)
+	ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  bash tests/run.sh; rc=$$?; rm -f $(MMC) $(TESTS); $(MAKE) --no-print-directory $(MMC) $(TESTS); exit $$rc
+
 # the main job: the built-in corpus, training (GPU: MiniMind2-small; CPU: tiny), a plot, text
 demo: deps
 	@$(MAKE) --no-print-directory mmc
@@ -89,5 +103,5 @@ bench: mmc
 clean:
 	rm -rf build mmc
 
-.PHONY: all deps demo generate test gpu-tests test-gpu bench clean
+.PHONY: all deps demo generate test test-asan gpu-tests test-gpu bench clean
 -include $(shell find build -name '*.d' 2>/dev/null)

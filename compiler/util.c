@@ -155,14 +155,19 @@ char *read_file(const char *path, size_t *len) {
 }
 
 void make_dirs(const char *path) {
+    /* "" names no folder, and a file where the folder should be would fail later in a
+     * stranger place: both are refused here */
+    if (!path[0]) die("an empty path names no folder");
     char *p = xstrdup(path);
     for (char *c = p + 1; *c; c++) {
-        if (*c != '/') continue;
+        if (*c != '/' || c[-1] == '/') continue;
         *c = 0;
         if (mkdir(p, 0755) != 0 && errno != EEXIST) die("%s: cannot create folder: %s", p, strerror(errno));
         *c = '/';
     }
     if (mkdir(p, 0755) != 0 && errno != EEXIST) die("%s: cannot create folder: %s", p, strerror(errno));
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) die("%s: exists and is not a folder", p);
     free(p);
 }
 
@@ -338,14 +343,21 @@ void die_unknown_option(const char *cmd, const char *opt, const char *const *kno
     die("%s: unknown option %s (mmc %s --help lists them)", cmd, opt, cmd);
 }
 
-int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min) {
+int64_t option_range(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max) {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (*end || end == v || errno || x < min)
-        die("%s: %s needs %s integer, got '%s'", cmd, opt, min == 1 ? "a positive" : min == 0 ? "a non-negative" : "an",
-            v);
+    if (*end || end == v || errno == ERANGE || x < min || x > max) {
+        if (max == INT32_MAX || max == INT64_MAX)
+            die("%s: %s needs %s integer up to %lld, got '%s'", cmd, opt,
+                min == 1 ? "a positive" : min == 0 ? "a non-negative" : "an", (long long)max, v);
+        die("%s: %s needs an integer from %lld to %lld, got '%s'", cmd, opt, (long long)min, (long long)max, v);
+    }
     return x;
+}
+
+int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min) {
+    return option_range(cmd, opt, v, min, INT32_MAX);
 }
 
 double option_double(const char *cmd, const char *opt, const char *v) {

@@ -65,8 +65,10 @@ int word_index(const char *const *words, const char *word);
 char *word_list(const char *const *words);
 /* "CMD: unknown option OPT; did you mean X?" (X from known, when one is near), and exit */
 MMC_NORETURN void die_unknown_option(const char *cmd, const char *opt, const char *const *known);
-/* an option's value as a whole integer of at least `min`, or a finite number; else dies
- * naming the command and the option */
+/* an option's value as a whole integer in [min, max] (overflow included), or a finite number;
+ * else dies naming the command and the option. option_int's max is 2^31 - 1, so the value
+ * fits the int it usually goes to. */
+int64_t option_range(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max);
 int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min);
 double option_double(const char *cmd, const char *opt, const char *v);
 /* Writes to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the folder,

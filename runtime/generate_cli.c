@@ -191,7 +191,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--temperature")) o.temperature = option_double("generate", a, value_of(argc, argv, &i));
         else if (!strcmp(a, "--top-k")) o.top_k = option_int("generate", a, value_of(argc, argv, &i), 0);
         else if (!strcmp(a, "--top-p")) o.top_p = option_double("generate", a, value_of(argc, argv, &i));
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_int("generate", a, value_of(argc, argv, &i), 0);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_range("generate", a, value_of(argc, argv, &i), 0, INT64_MAX);
         else if (!strcmp(a, "--greedy")) o.temperature = 0;
         else if (!strcmp(a, "--ignore-eos")) o.ignore_eos = 1;
         else if (!strcmp(a, "--ids")) o.print_ids = 1;

@@ -26,7 +26,10 @@ int cmd_step(int argc, char **argv) {
         else if (!strcmp(a, "--init")) init = argv[++i];
         else if (!strcmp(a, "-o")) out = argv[++i];
         else if (!strcmp(a, "--backend")) backend = argv[++i];
-        else if (!strcmp(a, "--scale")) scale = strtod(argv[++i], NULL);
+        else if (!strcmp(a, "--scale")) {
+            scale = option_double("step", a, argv[++i]);
+            if (!(scale > 0)) die("step: --scale needs a loss scale above 0, got '%s'", argv[i]);
+        }
         else if (a[0] == '-') die("step: unknown option %s", a);
         else dir = a;
     }

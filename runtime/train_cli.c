@@ -17,7 +17,7 @@ int cmd_init(int argc, char **argv) {
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = (uint64_t)option_int("train", "--seed", argv[++i], 0);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = (uint64_t)option_range("train", "--seed", argv[++i], 0, INT64_MAX);
         else if (argv[i][0] == '-') die("init: unknown option %s", argv[i]);
         else dir = argv[i];
     }
@@ -66,8 +66,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--val-batches")) o.val_batches = option_int("train", a, argv[++i], 1);
         else if (!strcmp(a, "--steps")) o.steps = option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--batch")) o.batch = option_int("train", a, argv[++i], 0);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_int("train", a, argv[++i], 0);
-        else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)option_int("train", a, argv[++i], 0) + 1;
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)option_range("train", a, argv[++i], 0, INT64_MAX);
+        else if (!strcmp(a, "--shuffle")) o.shuffle = (uint64_t)option_range("train", a, argv[++i], 0, INT64_MAX - 1) + 1;
         else if (!strcmp(a, "--log-interval")) o.log_interval = (int)option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--save-interval")) o.save_interval = (int)option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--inject-inf")) o.inject_inf = option_int("train", a, argv[++i], 0);
