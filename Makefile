@@ -23,7 +23,7 @@ SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES)))
 # Without the CUDA toolkit the compiler and the ref backend still build: runtime/no_cuda.c
 # stands in for the cuda backend and NVRTC, which then say they are absent.
 ifeq ($(wildcard $(CUDA)/include/cuda_runtime.h),)
-CFLAGS  += -DMMC_NO_CUDA
+override CFLAGS += -DMMC_NO_CUDA
 SRC     := $(filter-out runtime/cuda_backend.c runtime/nvrtc_compile.c,$(SRC))
 else
 override LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt

@@ -17,6 +17,36 @@ static die_hook_fn die_hook;
 
 void set_die_hook(die_hook_fn hook) { die_hook = hook; }
 
+/* Files being written under a temporary name: an error on the way removes them, so that a
+ * failed write (a full disk, a bad input line) leaves nothing half-made behind. */
+enum { MAX_TEMP_FILES = 16 };
+static char *temp_files[MAX_TEMP_FILES];
+
+void temp_file_begin(const char *path) {
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (!temp_files[i]) {
+            temp_files[i] = xstrdup(path);
+            return;
+        }
+}
+
+void temp_file_end(const char *path) {
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (temp_files[i] && !strcmp(temp_files[i], path)) {
+            free(temp_files[i]);
+            temp_files[i] = NULL;
+        }
+}
+
+static void remove_temp_files(void) {
+    for (int i = 0; i < MAX_TEMP_FILES; i++)
+        if (temp_files[i]) {
+            unlink(temp_files[i]);
+            free(temp_files[i]);
+            temp_files[i] = NULL;
+        }
+}
+
 static MMC_NORETURN void die_v(const char *where, const char *fmt, va_list ap) {
     StrBuf b = {0};
     sb_append(&b, "mmc: ");
@@ -25,6 +55,7 @@ static MMC_NORETURN void die_v(const char *where, const char *fmt, va_list ap) {
         sb_append(&b, ": ");
     }
     sb_vprintf(&b, fmt, ap);
+    remove_temp_files();
     if (die_hook) die_hook(b.s); /* may longjmp */
     fprintf(stderr, "%s\n", b.s);
     exit(1);
@@ -188,6 +219,7 @@ void write_file_atomic(const char *path, const void *data, size_t len) {
     char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) die("%s: cannot create: %s", tmp, strerror(errno));
+    temp_file_begin(tmp);
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -212,6 +244,7 @@ void write_file_atomic(const char *path, const void *data, size_t len) {
         unlink(tmp);
         die("%s: cannot rename to %s: %s", tmp, path, strerror(e));
     }
+    temp_file_end(tmp);
     char *dir = path_dirname(path);
     int dfd = open(dir, O_RDONLY);
     if (dfd >= 0) {

@@ -71,6 +71,10 @@ MMC_NORETURN void die_unknown_option(const char *cmd, const char *opt, const cha
 int64_t option_range(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max);
 int64_t option_int(const char *cmd, const char *opt, const char *v, int64_t min);
 double option_double(const char *cmd, const char *opt, const char *v);
+/* A file written under a temporary name until it is renamed into place: die() removes it
+ * in between (temp_file_begin), and not once it is in place (temp_file_end). */
+void temp_file_begin(const char *path);
+void temp_file_end(const char *path);
 /* Writes to path.tmp.<pid>, fsyncs it, renames it over path and fsyncs the folder,
  * so a reader never sees a half-written file and a crash loses nothing old. */
 void write_file_atomic(const char *path, const void *data, size_t len);

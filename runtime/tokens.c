@@ -92,6 +92,7 @@ TokenWriter *tokens_create(const char *path, uint32_t vocab, uint32_t row_length
     w->tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
     w->f = fopen(w->tmp, "wb");
     if (!w->f) die("%s: cannot create: %s", w->tmp, strerror(errno));
+    temp_file_begin(w->tmp);
     w->vocab = vocab, w->row_length = row_length, w->pad_id = pad_id;
     unsigned char zero[TOKENS_HEADER_BYTES] = {0};
     if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) die("%s: write failed", w->tmp);
@@ -128,6 +129,7 @@ void tokens_finish(TokenWriter *w) {
         die("%s: write failed: %s", w->tmp, strerror(errno));
     fclose(w->f);
     if (rename(w->tmp, w->path) != 0) die("%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+    temp_file_end(w->tmp);
     char *dir = path_dirname(w->path);
     int dfd = open(dir, O_RDONLY);
     if (dfd >= 0) {
@@ -141,6 +143,7 @@ void tokens_finish(TokenWriter *w) {
 void tokens_abort(TokenWriter *w) {
     fclose(w->f);
     unlink(w->tmp);
+    temp_file_end(w->tmp);
     free(w->path), free(w->tmp), free(w);
 }
 

@@ -3,8 +3,8 @@
 # starts on machines that lack them. The built-in corpus and tokenizer are embedded like
 # the templates, so `mmc data --default` works from any folder.
 TOKENIZER_LIBS := $(shell $(CC) -print-file-name=libutf8proc.a)
-CFLAGS  += -Itokenizer
-LDLIBS  += $(TOKENIZER_LIBS)
+override CFLAGS += -Itokenizer
+override LDLIBS += $(TOKENIZER_LIBS)
 EMBED   += $(wildcard tokenizer/default/corpus.jsonl tokenizer/default/tokenizer.json)
 
 # Encodes the same corpus with mmc and with Hugging Face tokenizers (same threads), MB/s.
