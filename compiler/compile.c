@@ -54,7 +54,9 @@ static void run_frontend(Compile *c) {
     /* the options change the kernels, so they are part of the plan's identity */
     char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d", !c->opt->no_fusion, c->remat,
                               c->opt->reference_kernels, c->opt->forward_only);
-    c->r.g->hash = plan_hash(c->r.g, options);
+    char *hash = plan_hash(c->r.g, options); /* of the sources (the frontend's hash) and the options */
+    free(c->r.g->hash);
+    c->r.g->hash = hash;
     free(options);
 }
 static void run_precision(Compile *c) { pass_precision(c->r.g); }
@@ -109,6 +111,6 @@ CompileResult compile_graph(const CompileOptions *opt) {
         if (dump_after && i == stop && dump_here(dump_after, passes[i].name, &c.r)) return c.r;
     }
     c.r.kernels = codegen_cuda(c.r.g, c.r.p, opt->reference_kernels);
-    c.r.plan = plan_write(c.r.g, c.r.p);
+    c.r.plan = plan_write(c.r.g, c.r.p, c.r.kernels);
     return c.r;
 }

@@ -13,13 +13,23 @@ int cmd_compile(int argc, char **argv) {
     CompileOptions copt = {0};
     FrontendOptions opt = {0};
     const char *out = NULL, *dump = NULL;
-    int quiet = 0, cap = 0;
+    int quiet = 0, cap = 0, cap_dirs = 0;
+    /* always a list, maybe empty: the graph reads below its own folder and the -I folders */
+    const char **dirs = xcalloc(1, sizeof *dirs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((!strcmp(a, "-o") || !strcmp(a, "--policy") || !strcmp(a, "-D") || !strcmp(a, "--dump")) && i + 1 >= argc)
+        if ((!strcmp(a, "-o") || !strcmp(a, "--policy") || !strcmp(a, "-D") || !strcmp(a, "--dump") || !strcmp(a, "-I") ||
+             !strcmp(a, "--lua-memory") || !strcmp(a, "--lua-steps")) && i + 1 >= argc)
             die("compile: %s needs a value", a);
         if (!strcmp(a, "-o")) out = argv[++i];
         else if (!strcmp(a, "--policy")) opt.policy_path = argv[++i];
+        else if (!strcmp(a, "-I") || !strncmp(a, "-I", 2)) {
+            const char *dir = !strcmp(a, "-I") ? argv[++i] : a + 2;
+            vec_push(dirs, opt.n_include_dirs, cap_dirs, dir);
+        }
+        else if (!strcmp(a, "--lua-memory"))
+            opt.lua_memory = option_range("compile", a, argv[++i], 1, (int64_t)1 << 20) << 20; /* MiB, up to 1 TiB */
+        else if (!strcmp(a, "--lua-steps")) opt.lua_steps = option_range("compile", a, argv[++i], 10000, (int64_t)1e15);
         else if (!strcmp(a, "--dump")) dump = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--no-fusion")) copt.no_fusion = 1;
@@ -40,13 +50,15 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--remat-gemm-inputs", "--forward", "-D", NULL};
+                                                "--no-remat", "--remat-gemm-inputs", "--forward", "-D", "-I",
+                                                "--lua-memory", "--lua-steps", NULL};
             die_unknown_option("compile", a, known);
         }
         else if (!opt.graph_path) opt.graph_path = a;
         else die("compile: one graph file at a time (got %s and %s)", opt.graph_path, a);
     }
     if (!opt.graph_path) die("compile: which graph file? usage: mmc compile GRAPH.lua [-o DIR]");
+    opt.include_dirs = dirs;
     /* generated/ holds the plans of the graphs as committed; a plan made with other settings
      * goes to a folder of its own */
     const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"

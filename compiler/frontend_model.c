@@ -34,7 +34,7 @@ static int fail_at(lua_State *L, const char *where, const char *fmt, ...) {
 void frontend_set_role(lua_State *L, Node *n, const char *name) {
     Graph *g = front_of(L)->g;
     int r = role_parse(name);
-    if (r < 0) fail_at(L, n->where, "input %s: unknown role '%s' (%s)", n->name, name, word_list(role_names));
+    if (r < 0) fail_at(L, n->where, "input %s: unknown role '%s' (%s)", n->name, name, front_keep(L, word_list(role_names)));
     if (g->role[r])
         fail_at(L, n->where, "input %s: the role %s is taken by input %s (at %s)", n->name, name, g->role[r]->name,
                 g->role[r]->where);
@@ -43,11 +43,12 @@ void frontend_set_role(lua_State *L, Node *n, const char *name) {
                 dtype_name(n->dtype));
     if (n->shape.rank != 2)
         fail_at(L, n->where, "input %s: the role %s needs a [batch, seq] shape, not %s", n->name, name,
-                shape_str(&n->shape));
+                front_keep(L, shape_str(&n->shape)));
     for (int k = 0; k < ROLE_COUNT; k++)
         if (g->role[k] && !shape_eq(&g->role[k]->shape, &n->shape))
             fail_at(L, n->where, "input %s: the role %s needs the shape of input %s (role %s, %s), not %s", n->name, name,
-                    g->role[k]->name, role_names[k], shape_str(&g->role[k]->shape), shape_str(&n->shape));
+                    g->role[k]->name, role_names[k], front_keep(L, shape_str(&g->role[k]->shape)),
+                    front_keep(L, shape_str(&n->shape)));
     g->role[r] = n;
 }
 
@@ -80,36 +81,47 @@ static int l_model(lua_State *L) {
     return 1;
 }
 
+/* appends to o, or, for the pass that only checks, nothing (o NULL) */
+static void put(StrBuf *o, const char *fmt, ...) MMC_PRINTF(2, 3);
+static void put(StrBuf *o, const char *fmt, ...) {
+    if (!o) return;
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(o, fmt, ap);
+    va_end(ap);
+}
+
 /* A field's value as JSON text without spaces, so that a plan line holds it: an integer stays
  * one (512), a float keeps a point or an exponent (0.0, 1e-05), a string is quoted and may not
  * hold what would need escaping, and a Lua list of those is an array. */
 static void json_text(lua_State *L, int idx, StrBuf *o, const char *fn, const char *key, int in_list) {
     switch (lua_type(L, idx)) {
-    case LUA_TBOOLEAN: sb_append(o, lua_toboolean(L, idx) ? "true" : "false"); return;
+    case LUA_TBOOLEAN: put(o, "%s", lua_toboolean(L, idx) ? "true" : "false"); return;
     case LUA_TNUMBER: {
         if (lua_isinteger(L, idx)) {
-            sb_printf(o, "%lld", (long long)lua_tointeger(L, idx));
+            put(o, "%lld", (long long)lua_tointeger(L, idx));
             return;
         }
         double v = lua_tonumber(L, idx);
         if (!isfinite(v)) luaL_error(L, "%s: %s is not finite (JSON has no inf or nan)", fn, key);
         char d[32];
         fmt_double(d, v);
-        sb_printf(o, "%s%s", d, strpbrk(d, ".e") ? "" : ".0");
+        put(o, "%s%s", d, strpbrk(d, ".e") ? "" : ".0");
         return;
     }
     case LUA_TSTRING: {
-        const char *s = lua_tostring(L, idx);
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        for (const unsigned char *c = (const unsigned char *)s; c < (const unsigned char *)s + len; c++)
             if (*c <= ' ' || *c == '"' || *c == '\\' || *c == 127)
                 luaL_error(L, "%s: %s = \"%s\": a string here may hold no spaces, quotes, backslashes or control "
                               "characters (a plan line keeps it between spaces)", fn, key, s);
-        sb_printf(o, "\"%s\"", s);
+        put(o, "\"%s\"", s);
         return;
     }
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, idx) == &null_value) {
-            sb_append(o, "null");
+            put(o, "null");
             return;
         }
         break;
@@ -118,19 +130,24 @@ static void json_text(lua_State *L, int idx, StrBuf *o, const char *fn, const ch
         lua_Integer n = luaL_len(L, idx), keys = 0;
         for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) keys++;
         if (keys != n) luaL_error(L, "%s: %s: a table here must be a list { a, b, ... }", fn, key);
-        sb_append(o, "[");
+        front_charge(L, n);
+        put(o, "[");
         for (lua_Integer i = 1; i <= n; i++) {
             lua_geti(L, idx, i);
-            if (i > 1) sb_append(o, ",");
+            if (i > 1) put(o, ",");
             json_text(L, lua_gettop(L), o, fn, key, 1);
             lua_pop(L, 1);
         }
-        sb_append(o, "]");
+        put(o, "]");
         return;
     }
     }
     luaL_error(L, "%s: %s must be a number, string, boolean, null or a list of those, not %s%s", fn, key,
                luaL_typename(L, idx), in_list ? " (in the list)" : "");
+}
+
+static int field_order(const void *a, const void *b) {
+    return strcmp(((const JsonField *)a)->key, ((const JsonField *)b)->key);
 }
 
 /* checkpoint_config { ... }, export_hf { ... }: the fields of that config.json, verbatim;
@@ -148,17 +165,13 @@ static int json_fields(lua_State *L, JsonFile file) {
                 return luaL_error(L, "%s: '%s' is no field name (letters, digits, _ . -)", fn, key);
         if (!strcmp(key, json_file_added_key[file]))
             return luaL_error(L, "%s: %s is the field mmc writes itself", fn, key);
+        json_text(L, lua_gettop(L), NULL, fn, key, 0); /* the errors first, with nothing held */
         StrBuf v = {0};
         json_text(L, lua_gettop(L), &v, fn, key, 0);
         JsonField e = {xstrdup(key), v.s};
         vec_push(jf->f, jf->n, jf->cap, e);
     }
-    for (int i = 1; i < jf->n; i++)
-        for (int j = i; j > 0 && strcmp(jf->f[j - 1].key, jf->f[j].key) > 0; j--) {
-            JsonField t = jf->f[j];
-            jf->f[j] = jf->f[j - 1];
-            jf->f[j - 1] = t;
-        }
+    qsort(jf->f, (size_t)jf->n, sizeof *jf->f, field_order);
     jf->where = where_of(L);
     lua_settop(L, 1);
     return 1;
@@ -179,12 +192,13 @@ void frontend_model_check(lua_State *L) {
         const Node *n = g->nodes[i], *t = n->in[0];
         if (n->op == OP_EMBEDDING && tokens && n->in[1] == tokens && t->shape.dim[0] != vocab)
             fail_at(L, g->model.where, "model: vocab %I, but the embedding %s (%s) of the tokens input %s has %I rows %s",
-                    vocab, node_label(n), n->where, tokens->name, (lua_Integer)t->shape.dim[0], shape_str(&t->shape));
+                    vocab, node_label(n), n->where, tokens->name, (lua_Integer)t->shape.dim[0],
+                    front_keep(L, shape_str(&t->shape)));
         int64_t classes = n->op == OP_CROSS_ENTROPY ? t->shape.dim[t->shape.rank - 1] : vocab;
         if (n->op == OP_CROSS_ENTROPY && targets && n->in[1] == targets && classes != vocab)
             fail_at(L, g->model.where,
                     "model: vocab %I, but the cross_entropy %s (%s) against the targets input %s has %I classes %s", vocab,
-                    node_label(n), n->where, targets->name, (lua_Integer)classes, shape_str(&t->shape));
+                    node_label(n), n->where, targets->name, (lua_Integer)classes, front_keep(L, shape_str(&t->shape)));
     }
 }
 

@@ -20,11 +20,16 @@ static int l_defaults(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, "mmc.defaults");
     lua_pushnil(L);
     while (lua_next(L, 1)) {
+        front_charge(L, 1);
         lua_pushvalue(L, -2);
         lua_insert(L, -2);
         lua_settable(L, 2);
     }
     return 0;
+}
+
+static int config_order(const void *a, const void *b) {
+    return strcmp(((const ConfigEntry *)a)->key, ((const ConfigEntry *)b)->key);
 }
 
 static int l_config(lua_State *L) {
@@ -64,24 +69,28 @@ static int l_config(lua_State *L) {
         }
         lua_setfield(L, 1, d->key);
     }
-    /* record the final values, sorted by key so the plan does not depend on table order */
+    /* record the final values, sorted by key so the plan does not depend on table order; the
+     * plan's config line holds each as key=value between spaces */
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "config: keys must be names");
-        ConfigEntry e = {xstrdup(lua_tostring(L, -2)), 0, NULL};
+        size_t len;
+        const char *key = lua_tolstring(L, -2, &len);
+        check_name(L, "config", key, len);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *text = lua_tolstring(L, -1, &len);
+            check_word(L, "config", key, text, len);
+        } else if (lua_type(L, -1) != LUA_TNUMBER && lua_type(L, -1) != LUA_TBOOLEAN) {
+            luaL_error(L, "config: '%s' must be a number, string or boolean", key);
+        }
+        ConfigEntry e = {xstrdup(key), 0, NULL};
         if (lua_type(L, -1) == LUA_TNUMBER) e.value = lua_tonumber(L, -1);
         else if (lua_type(L, -1) == LUA_TSTRING) e.text = xstrdup(lua_tostring(L, -1));
-        else if (lua_type(L, -1) == LUA_TBOOLEAN) e.value = lua_toboolean(L, -1);
-        else luaL_error(L, "config: '%s' must be a number, string or boolean", e.key);
+        else e.value = lua_toboolean(L, -1);
         vec_push(f->g->config, f->g->n_config, f->g->cap_config, e);
         lua_pop(L, 1);
     }
-    for (int i = 1; i < f->g->n_config; i++)
-        for (int j = i; j > 0 && strcmp(f->g->config[j - 1].key, f->g->config[j].key) > 0; j--) {
-            ConfigEntry t = f->g->config[j];
-            f->g->config[j] = f->g->config[j - 1];
-            f->g->config[j - 1] = t;
-        }
+    qsort(f->g->config, (size_t)f->g->n_config, sizeof *f->g->config, config_order);
     lua_pushvalue(L, 1);
     return 1;
 }
@@ -90,7 +99,9 @@ static int l_config(lua_State *L) {
  * (model.h), so that it needs no input's name */
 static int l_input(lua_State *L) {
     static const char *const known[] = {"role", NULL};
-    const char *name = luaL_checkstring(L, 1);
+    size_t len;
+    const char *name = luaL_checklstring(L, 1, &len);
+    check_name(L, "input", name, len);
     Shape s = check_shape(L, 2, "input");
     DType t = dtype_parse(luaL_optstring(L, 3, "f32"));
     if (t == DT_NONE) return luaL_error(L, "input: unknown dtype '%s'", lua_tostring(L, 3));
@@ -99,6 +110,7 @@ static int l_input(lua_State *L) {
     n->name = xstrdup(name);
     n->shape = s;
     n->dtype = n->compute = t;
+    check_numel(L, n);
     if (!lua_isnoneornil(L, 4)) {
         lua_getfield(L, 4, "role");
         if (!lua_isnil(L, -1)) frontend_set_role(L, n, luaL_checkstring(L, -1));
@@ -113,30 +125,74 @@ static int l_input(lua_State *L) {
 static int check_init(const char *s) {
     double a, b;
     char tail;
+    /* the plan holds it as one word, and sscanf would pass spaces before a number */
+    if (strlen(s) > 64 || strspn(s, "abcdefghijklmnopqrstuvwxyz_0123456789.,()+-eE") != strlen(s)) return 0;
     if (!strcmp(s, "ones") || !strcmp(s, "zeros") || !strcmp(s, "fan_in")) return 1;
-    if (sscanf(s, "normal(%lf,%lf)%c", &a, &b, &tail) == 2 && b >= 0) return 1;
-    if (sscanf(s, "uniform(%lf,%lf)%c", &a, &b, &tail) == 2 && a <= b) return 1;
+    if (sscanf(s, "normal(%lf,%lf)%c", &a, &b, &tail) == 2 && isfinite(a) && isfinite(b) && b >= 0) return 1;
+    if (sscanf(s, "uniform(%lf,%lf)%c", &a, &b, &tail) == 2 && isfinite(a) && isfinite(b) && a <= b) return 1;
     return 0;
+}
+
+/* ---- the parameters' names (NameSet, frontend_internal.h): open addressing, FNV-1a */
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* the parameter that has the name, or -1 */
+static int names_find(const NameSet *s, const char *name) {
+    if (!s->cap) return -1;
+    for (size_t i = name_hash(name) & (size_t)(s->cap - 1);; i = (i + 1) & (size_t)(s->cap - 1)) {
+        if (!s->key[i]) return -1;
+        if (!strcmp(s->key[i], name)) return s->param[i];
+    }
+}
+
+static void names_add(NameSet *s, const char *name, int param) {
+    if (2 * (s->n + 1) > s->cap) { /* at most half full, so a probe ends soon */
+        NameSet t = {xcalloc((size_t)(s->cap ? 2 * s->cap : 64), sizeof *t.key), NULL, 0, s->cap ? 2 * s->cap : 64};
+        t.param = xcalloc((size_t)t.cap, sizeof *t.param);
+        for (int i = 0; i < s->cap; i++)
+            if (s->key[i]) names_add(&t, s->key[i], s->param[i]);
+        names_free(s);
+        *s = t;
+    }
+    size_t i = name_hash(name) & (size_t)(s->cap - 1);
+    while (s->key[i]) i = (i + 1) & (size_t)(s->cap - 1);
+    s->key[i] = name;
+    s->param[i] = param;
+    s->n++;
+}
+
+void names_free(NameSet *s) {
+    free(s->key);
+    free(s->param);
+    *s = (NameSet){0};
 }
 
 static int l_param(lua_State *L) {
     Front *f = front_of(L);
-    const char *name = luaL_checkstring(L, 1);
+    size_t len;
+    const char *name = luaL_checklstring(L, 1, &len);
+    check_name(L, "param", name, len);
     Shape s = check_shape(L, 2, "param");
     const char *init = luaL_optstring(L, 3, "fan_in");
     if (!check_init(init))
         return luaL_error(L, "param %s: bad init '%s' (ones, zeros, fan_in, normal(m,s), uniform(a,b))", name, init);
-    for (int i = 0; i < f->g->n_params; i++)
-        if (strcmp(f->g->params[i].node->name, name) == 0)
-            return luaL_error(L, "param %s: declared twice (first at %s)", name, f->g->params[i].node->where);
+    int first = names_find(&f->param_names, name);
+    if (first >= 0) return luaL_error(L, "param %s: declared twice (first at %s)", name, f->g->params[first].node->where);
     Node *n = make(L, OP_PARAM, 0, NULL);
     n->name = xstrdup(name);
     n->shape = s;
     n->dtype = n->compute = DT_F32; /* set to the policy's master dtype once it is known */
     n->a.init = xstrdup(init);
     n->param_index = f->g->n_params;
+    check_numel(L, n);
     Param p = {n, 0, NULL};
     vec_push(f->g->params, f->g->n_params, f->g->cap_params, p);
+    names_add(&f->param_names, n->name, n->param_index);
     push_node(L, n);
     return 1;
 }
@@ -168,6 +224,7 @@ static int l_rope_tables(lua_State *L) {
         n->shape = shape_make(2, (int64_t)seq, (int64_t)hd);
         n->dtype = n->compute = DT_F32;
         n->a.gen = xasprintf("%s(%lld,%lld,%.17g)", which[i], (long long)seq, (long long)hd, theta);
+        check_numel(L, n);
         push_node(L, n);
     }
     return 2;
@@ -220,7 +277,7 @@ static unsigned op_options(lua_State *L, int idx, Node *n) {
                                                  [AK_BOOL] = "true or false", [AK_REAL] = "a number", [AK_TEXT] = "a string"};
             if (!ok) luaL_error(L, "%s: option '%s' must be %s", fn, known[i], wanted[attr_info[id].kind]);
             char *err = attr_parse(&n->a, id, text);
-            if (err) luaL_error(L, "%s: %s", fn, err);
+            if (err) luaL_error(L, "%s: %s", fn, front_keep(L, err));
             given |= 1u << id;
         }
         lua_pop(L, 1);
@@ -322,23 +379,32 @@ static int l_cross_entropy(lua_State *L) {
  * checkpoints carry both keys, as MiniMind's tied state dict does. */
 static int l_tie(lua_State *L) {
     Front *f = front_of(L);
-    const char *alias = luaL_checkstring(L, 1);
+    size_t len;
+    const char *alias = luaL_checklstring(L, 1, &len);
     Node *n = check_node(L, 2, "tie", "parameter");
     if (n->op != OP_PARAM) return luaL_error(L, "tie: %s is not a parameter", node_label(n));
-    for (int i = 0; i < f->g->n_params; i++)
-        if (!strcmp(f->g->params[i].node->name, alias) || (f->g->params[i].alias && !strcmp(f->g->params[i].alias, alias)))
-            return luaL_error(L, "tie: the name %s is taken", alias);
+    check_name(L, "tie", alias, len);
+    int taken = names_find(&f->param_names, alias);
+    if (taken >= 0)
+        return luaL_error(L, "tie: the name %s is taken (by param %s, at %s)", alias, f->g->params[taken].node->name,
+                          f->g->params[taken].node->where);
     Param *p = &f->g->params[n->param_index];
     if (p->alias) return luaL_error(L, "tie: %s already has the second name %s", n->name, p->alias);
     p->alias = xstrdup(alias);
+    names_add(&f->param_names, p->alias, n->param_index);
     lua_settop(L, 2);
     return 1;
 }
 
 static int l_named(lua_State *L) {
     Node *n = check_node(L, 1, "named", "x");
+    size_t len;
+    const char *name = luaL_checklstring(L, 2, &len);
+    check_name(L, "named", name, len);
+    /* a parameter's name is its state-dict key, which param() checked is not taken */
+    if (n->op == OP_PARAM) return luaL_error(L, "named: %s is a parameter; its name is the one param() gave", n->name);
     free(n->name);
-    n->name = xstrdup(luaL_checkstring(L, 2));
+    n->name = xstrdup(name);
     lua_settop(L, 1);
     return 1;
 }
@@ -356,10 +422,8 @@ static int l_shape(lua_State *L) {
 static int l_loss(lua_State *L) {
     Front *f = front_of(L);
     Node *n = check_node(L, 1, "loss", "value");
-    if (n->shape.rank != 0) {
-        char *s = shape_str(&n->shape);
-        return luaL_error(L, "loss: must be a scalar, got %s %s", node_label(n), s);
-    }
+    if (n->shape.rank != 0)
+        return luaL_error(L, "loss: must be a scalar, got %s %s", node_label(n), front_keep(L, shape_str(&n->shape)));
     if (f->g->loss) return luaL_error(L, "loss: set twice (first at %s)", f->g->loss->where);
     f->g->loss = n;
     lua_settop(L, 1);

@@ -15,40 +15,43 @@
 
 static const char *const compute_words[] = {"f16", "bf16", "f32", "f64", "follow", "promote", NULL};
 
+/* The fields are checked while they are Lua strings and copied once all are good, so that
+ * an error leaves nothing behind. */
 static int l_rule(lua_State *L) {
     static const char *const known[] = {"op", "class", "name", "compute", "priority", NULL};
     Front *f = front_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     check_options(L, 1, "rule", known);
-    Rule r = {0};
-    r.where = where_of(L);
+    Policy *p = &f->g->policy;
+    if (p->n_rules >= FRONTEND_MAX_RULES)
+        return luaL_error(L, "rule: the graph has %d precision rules, the most a graph file may make", FRONTEND_MAX_RULES);
     lua_getfield(L, 1, "op");
-    if (!lua_isnil(L, -1)) {
-        r.op = xstrdup(luaL_checkstring(L, -1));
-        if (op_parse(r.op) == OP_COUNT) return luaL_error(L, "rule: unknown op '%s'", r.op);
-    }
+    const char *op = luaL_optstring(L, -1, NULL);
+    if (op && op_parse(op) == OP_COUNT) return luaL_error(L, "rule: unknown op '%s'", op);
     lua_getfield(L, 1, "class");
-    if (!lua_isnil(L, -1)) {
-        r.cls = xstrdup(luaL_checkstring(L, -1));
-        PrecClass c = prec_class_parse(r.cls);
-        if (c == PC_COUNT || c == PC_NONE)
-            return luaL_error(L, "rule: unknown class '%s' (lower_precision, fp32, follow)", r.cls);
-    }
+    const char *cls = luaL_optstring(L, -1, NULL);
+    PrecClass c = cls ? prec_class_parse(cls) : PC_NONE;
+    if (cls && (c == PC_COUNT || c == PC_NONE))
+        return luaL_error(L, "rule: unknown class '%s' (lower_precision, fp32, follow)", cls);
     lua_getfield(L, 1, "name");
-    if (!lua_isnil(L, -1)) r.name = xstrdup(luaL_checkstring(L, -1));
+    size_t len = 0;
+    const char *glob = luaL_optlstring(L, -1, NULL, &len);
+    if (len > FRONTEND_MAX_NAME) return luaL_error(L, "rule: the name glob is longer than %d bytes", FRONTEND_MAX_NAME);
     lua_getfield(L, 1, "compute");
     if (lua_isnil(L, -1)) return luaL_error(L, "rule: needs compute = f16|bf16|f32|f64|follow|promote");
-    r.compute = xstrdup(luaL_checkstring(L, -1));
+    const char *compute = luaL_checkstring(L, -1);
     int ok = 0;
-    for (int i = 0; compute_words[i]; i++) ok |= strcmp(compute_words[i], r.compute) == 0;
-    if (!ok) return luaL_error(L, "rule: unknown compute '%s' (f16, bf16, f32, f64, follow, promote)", r.compute);
-    if (!r.op && !r.cls && !r.name) return luaL_error(L, "rule: needs op, class or name to match");
+    for (int i = 0; compute_words[i]; i++) ok |= strcmp(compute_words[i], compute) == 0;
+    if (!ok) return luaL_error(L, "rule: unknown compute '%s' (f16, bf16, f32, f64, follow, promote)", compute);
+    if (!op && !cls && !glob) return luaL_error(L, "rule: needs op, class or name to match");
     lua_getfield(L, 1, "priority");
-    r.priority = lua_isnil(L, -1) ? 0 : (int)luaL_checkinteger(L, -1);
-    lua_pop(L, 5);
+    int priority = lua_isnil(L, -1) ? 0 : (int)luaL_checkinteger(L, -1);
+    char *where = where_of(L);
+    Rule r = {op ? xstrdup(op) : NULL, cls ? xstrdup(cls) : NULL, glob ? xstrdup(glob) : NULL, xstrdup(compute),
+              priority, 0, where};
     r.order = f->in_policy_file ? f->n_policy_rules++ : 100000 + f->n_graph_rules++;
-    Policy *p = &f->g->policy;
     vec_push(p->rules, p->n_rules, p->cap_rules, r);
+    lua_pop(L, 5);
     return 0;
 }
 
@@ -60,6 +63,7 @@ static int l_policy(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         lua_pop(L, 1);
+        front_charge(L, 1);
         if (lua_type(L, -1) == LUA_TSTRING) {
             const char *k = lua_tostring(L, -1);
             int ok = 0;
@@ -69,8 +73,11 @@ static int l_policy(lua_State *L) {
     }
     Policy *p = &f->g->policy;
     lua_getfield(L, 1, "name");
+    size_t name_len;
+    const char *name = luaL_optlstring(L, -1, "custom", &name_len);
+    check_name(L, "policy", name, name_len);
     free(p->name);
-    p->name = xstrdup(luaL_optstring(L, -1, "custom"));
+    p->name = xstrdup(name);
     lua_getfield(L, 1, "rounding");
     const char *rounding = luaL_optstring(L, -1, "eager");
     if (strcmp(rounding, "eager") == 0) p->round_eager = 1;
@@ -101,18 +108,22 @@ void load_policy(lua_State *L, const char *spec, const char *relative_to) {
         if (p->rules[i].order >= 100000) p->rules[k++] = p->rules[i];
     p->n_rules = k;
     f->n_policy_rules = 0;
-    const char *text = builtin_policy(spec);
-    char *path = NULL, *owned = NULL;
-    size_t len;
-    if (text) {
-        path = xasprintf("policies/%s.lua", spec);
-        len = strlen(text);
-    } else {
-        path = relative_to ? path_join(relative_to, spec) : xstrdup(spec);
-        owned = try_read_file(path, &len);
-        if (!owned) luaL_error(L, "precision: no built-in policy '%s' (%s) and no file %s", spec, builtin_policy_names(), path);
-        text = owned;
+    /* the path and the text: a built-in one, a file the graph names (read as include reads),
+     * or the file --policy names */
+    const char *builtin = builtin_policy(spec);
+    if (builtin) {
+        lua_pushfstring(L, "policies/%s.lua", spec);
+        lua_pushstring(L, builtin);
+    } else if (!relative_to) {
+        lua_pushstring(L, spec);
+        push_named_file(L, spec, "policy file");
+    } else if (!read_graph_source(L, "precision", relative_to, spec)) {
+        luaL_error(L, "precision: no built-in policy '%s' (%s) and no file %s below %s%s", spec, builtin_policy_names(),
+                   spec, relative_to, f->opt->n_include_dirs && spec[0] != '/' ? " or an -I folder" : "");
     }
+    size_t len, path_len;
+    const char *path = lua_tolstring(L, -2, &path_len), *text = lua_tolstring(L, -1, &len);
+    check_word(L, "precision", "the policy's path", path, path_len); /* the plan's policy line holds it */
     free(p->source);
     p->source = xstrdup(path);
     sha256_update(&f->hash, text, len);
@@ -122,17 +133,14 @@ void load_policy(lua_State *L, const char *spec, const char *relative_to) {
     f->in_policy_file = 0;
     if (!p->name) luaL_error(L, "%s: a policy file must call policy { name = ... }", path);
     f->policy_set = 1;
-    free(owned);
-    free(path);
+    lua_pop(L, 2);
 }
 
 static int l_precision(lua_State *L) {
     Front *f = front_of(L);
     const char *spec = luaL_checkstring(L, 1);
     if (f->opt->policy_path) return 0; /* --policy overrides the graph's choice */
-    char *dir = path_dirname(f->opt->graph_path);
-    load_policy(L, spec, dir);
-    free(dir);
+    load_policy(L, spec, front_keep(L, path_dirname(f->opt->graph_path)));
     return 0;
 }
 

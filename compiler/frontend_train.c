@@ -64,7 +64,8 @@ static int l_train(lua_State *L) {
     if (!lua_isnil(L, -1)) {
         const char *s = luaL_checkstring(L, -1);
         int sched = lr_schedule_parse(s);
-        if (sched < 0) return luaL_error(L, "train: schedule must be %s, got '%s'", word_list(lr_schedule_names), s);
+        if (sched < 0)
+            return luaL_error(L, "train: schedule must be %s, got '%s'", front_keep(L, word_list(lr_schedule_names)), s);
         t->schedule = (LrSchedule)sched;
     }
     lua_pop(L, 1);

@@ -62,6 +62,15 @@ int64_t shape_numel(const Shape *s) {
     return n;
 }
 
+int64_t shape_numel_checked(const Shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        if (s->dim[i] < 1 || s->dim[i] > IR_MAX_NUMEL / n) return -1;
+        n *= s->dim[i];
+    }
+    return n;
+}
+
 int shape_eq(const Shape *a, const Shape *b) {
     if (a->rank != b->rank) return 0;
     for (int i = 0; i < a->rank; i++)

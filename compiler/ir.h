@@ -106,7 +106,15 @@ char *ir_infer_shape(Node *n);
 /* For nodes made after the precision pass: compute = native promotion, dtype = op rule. */
 void ir_infer_dtype(Node *n);
 
+/* The most elements one value may have, 2^40 (8 TiB as f64), and all the graph's file-made
+ * values together, 2^44: so every byte count and offset the passes add up, the backward
+ * pass's too, stays far inside int64. The frontend checks both where a node is made. */
+#define IR_MAX_NUMEL ((int64_t)1 << 40)
+#define IR_MAX_GRAPH_NUMEL ((int64_t)1 << 44)
+
 int64_t shape_numel(const Shape *s);
+/* shape_numel, or -1 where a dim is below 1 or the product passes IR_MAX_NUMEL */
+int64_t shape_numel_checked(const Shape *s);
 int shape_eq(const Shape *a, const Shape *b);
 Shape shape_make(int rank, ...);
 char *shape_str(const Shape *s); /* "[4,32,64]" (caller frees) */

@@ -17,6 +17,7 @@ char *shape_linear_dx(Node *n);
 char *shape_linear_dw(Node *n);
 char *shape_embedding(Node *n);
 char *shape_embedding_backward(Node *n);
+char *shape_rows(Node *n);
 char *shape_rms_normalize_backward(Node *n);
 char *shape_rope(Node *n);
 char *shape_attention(Node *n);

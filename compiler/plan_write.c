@@ -1,4 +1,4 @@
-/* plan_write: the plan as text (see plan.h). */
+/* plan_write: the plan as text (see plan.h), sealed with the SHA-256 of its own bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,35 @@ char *plan_hash(const Graph *g, const char *options) {
     char hex[65];
     sha256_hex(&h, hex);
     return xstrdup(hex);
+}
+
+static void sha256_text(const char *text, size_t len, char hex[65]) {
+    Sha256 h;
+    sha256_init(&h);
+    sha256_update(&h, text, len);
+    sha256_hex(&h, hex);
+}
+
+/* the length of text[0, n) without its last line if that line is `word` (whole) or starts
+ * with it */
+static size_t without_last_line(const char *text, size_t n, const char *word, int whole) {
+    size_t end = n && text[n - 1] == '\n' ? n - 1 : n, begin = end, len = strlen(word);
+    while (begin && text[begin - 1] != '\n') begin--;
+    if (end - begin < len || strncmp(text + begin, word, len) || (whole && end - begin != len)) return n;
+    return begin;
+}
+
+char *plan_seal(const char *text) {
+    size_t n = without_last_line(text, strlen(text), "end", 1);
+    n = without_last_line(text, n, "content sha256=", 0);
+    StrBuf o = {0};
+    sb_append(&o, "");
+    sb_appendn(&o, text, n);
+    if (n && text[n - 1] != '\n') sb_append(&o, "\n");
+    char hex[65];
+    sha256_text(o.s, o.len, hex);
+    sb_printf(&o, "content sha256=%s\nend\n", hex);
+    return o.s;
 }
 
 static void dims(StrBuf *o, const Shape *s) {
@@ -62,12 +91,15 @@ static void model_lines(StrBuf *o, const Graph *g) {
     }
 }
 
-char *plan_write(const Graph *g, const Program *p) {
+char *plan_write(const Graph *g, const Program *p, const char *kernels) {
     StrBuf o = {0};
     const Policy *pol = &g->policy;
     const TrainConfig *t = &g->train;
     sb_printf(&o, "mmc-plan %d\n", MMC_PLAN_FORMAT);
     sb_printf(&o, "graph %s\nsource %s\nhash %s\n", g->name, g->source, g->hash);
+    char hex[65];
+    sha256_text(kernels, strlen(kernels), hex);
+    sb_printf(&o, "kernels sha256=%s\n", hex); /* the kernels.cu written beside it */
     sb_printf(&o, "policy name=%s rounding=%s master=%s source=%s\n", pol->name, pol->round_eager ? "eager" : "fused",
               dtype_name(pol->master), pol->source ? pol->source : "-");
     char d[32];
@@ -109,6 +141,7 @@ char *plan_write(const Graph *g, const Program *p) {
         for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]);
     }
     sb_printf(&o, "loss %%%d\n", g->loss->id);
-    sb_append(&o, "end\n");
-    return o.s;
+    char *sealed = plan_seal(o.s);
+    sb_free(&o);
+    return sealed;
 }

@@ -8,7 +8,7 @@
 #include "util.h"
 
 const TrainSetting train_settings[] = {
-#define X(field, ctype, kind, doc) {#field, kind, offsetof(TrainConfig, field), doc},
+#define X(field, ctype, kind, lo, hi, doc) {#field, kind, offsetof(TrainConfig, field), lo, hi, doc},
     MMC_TRAIN_SETTINGS(X)
 #undef X
 };
@@ -35,6 +35,7 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
     case TK_REAL: {
         double v = strtod(text, &end);
         if (end == text || *end) return xasprintf("%s: '%s' is not a number", s->key, text);
+        if (!(v >= s->lo && v <= s->hi)) return xasprintf("%s: %s is outside [%g, %g]", s->key, text, s->lo, s->hi);
         FIELD(t, s, double) = v;
         return NULL;
     }
@@ -42,6 +43,7 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
         long v = strtol(text, &end, 10);
         if (end == text || *end || errno || v < -2147483647L - 1 || v > 2147483647L)
             return xasprintf("%s: '%s' is not an integer", s->key, text);
+        if (v < s->lo || v > s->hi) return xasprintf("%s: %s is outside [%.0f, %.0f]", s->key, text, s->lo, s->hi);
         FIELD(t, s, int) = (int)v;
         return NULL;
     }

@@ -16,27 +16,30 @@ typedef enum TrainKind {
     TK_SCHEDULE, /* an LrSchedule, written by name */
 } TrainKind;
 
-/*  field           C type      kind         what it is (torch names in brackets) */
-#define MMC_TRAIN_SETTINGS(X)                                                                           \
-    X(lr,             double,     TK_REAL,     "peak learning rate (AdamW lr)")                           \
-    X(beta1,          double,     TK_REAL,     "AdamW betas[0]")                                          \
-    X(beta2,          double,     TK_REAL,     "AdamW betas[1]")                                          \
-    X(eps,            double,     TK_REAL,     "AdamW eps")                                               \
-    X(weight_decay,   double,     TK_REAL,     "AdamW weight_decay, decoupled")                           \
-    X(schedule,       LrSchedule, TK_SCHEDULE, "the learning-rate schedule (lr_schedule.h)")              \
-    X(warmup,         int,        TK_INT,      "updates of linear warm-up: lr x (update + 1) / warmup")   \
-    X(clip,           double,     TK_REAL,     "max grad norm (clip_grad_norm_); 0 disables clipping")    \
-    X(loss_scaling,   int,        TK_INT,      "1: dynamic loss scaling (GradScaler); 0: none (fp32 runs)") \
-    X(scale_init,     double,     TK_REAL,     "GradScaler init_scale")                                   \
-    X(scale_growth,   double,     TK_REAL,     "GradScaler growth_factor")                                \
-    X(scale_backoff,  double,     TK_REAL,     "GradScaler backoff_factor")                               \
-    X(scale_interval, int,        TK_INT,      "GradScaler growth_interval, in clean updates")            \
-    X(accumulation,   int,        TK_INT,      "micro-batches per optimizer update")                      \
-    X(epochs,         int,        TK_INT,      "passes over the training data")                           \
-    X(log_interval,   int,        TK_INT,      "updates between progress lines")
+/* The range is what the update kernels and the ref backend assume of a value (beta < 1 for
+ * the bias corrections, eps > 0 for the denominator, accumulation >= 1 for the seed): a plan
+ * with a value outside it is refused when read.
+ *  field           C type      kind         range                 what it is (torch names in brackets) */
+#define MMC_TRAIN_SETTINGS(X)                                                                                                     \
+    X(lr,             double,     TK_REAL,     0, 1e6,               "peak learning rate (AdamW lr)")                             \
+    X(beta1,          double,     TK_REAL,     0, 0.999999999,       "AdamW betas[0]")                                            \
+    X(beta2,          double,     TK_REAL,     0, 0.999999999,       "AdamW betas[1]")                                            \
+    X(eps,            double,     TK_REAL,     1e-30, 1,             "AdamW eps")                                                 \
+    X(weight_decay,   double,     TK_REAL,     0, 1e6,               "AdamW weight_decay, decoupled")                             \
+    X(schedule,       LrSchedule, TK_SCHEDULE, 0, 0,                 "the learning-rate schedule (lr_schedule.h)")                \
+    X(warmup,         int,        TK_INT,      0, 2147483647,        "updates of linear warm-up: lr x (update + 1) / warmup")     \
+    X(clip,           double,     TK_REAL,     0, 1e30,              "max grad norm (clip_grad_norm_); 0 disables clipping")      \
+    X(loss_scaling,   int,        TK_INT,      0, 1,                 "1: dynamic loss scaling (GradScaler); 0: none (fp32 runs)") \
+    X(scale_init,     double,     TK_REAL,     1e-30, 1e38,          "GradScaler init_scale")                                     \
+    X(scale_growth,   double,     TK_REAL,     1, 1e6,               "GradScaler growth_factor")                                  \
+    X(scale_backoff,  double,     TK_REAL,     1e-30, 1,             "GradScaler backoff_factor")                                 \
+    X(scale_interval, int,        TK_INT,      1, 2147483647,        "GradScaler growth_interval, in clean updates")              \
+    X(accumulation,   int,        TK_INT,      1, 1048576,           "micro-batches per optimizer update")                        \
+    X(epochs,         int,        TK_INT,      1, 2147483647,        "passes over the training data")                             \
+    X(log_interval,   int,        TK_INT,      1, 2147483647,        "updates between progress lines")
 
 typedef struct TrainConfig {
-#define X(field, ctype, kind, doc) ctype field;
+#define X(field, ctype, kind, lo, hi, doc) ctype field;
     MMC_TRAIN_SETTINGS(X)
 #undef X
     char *where; /* the graph file's train{} call */
@@ -46,6 +49,7 @@ typedef struct TrainSetting {
     const char *key; /* the field's name */
     TrainKind kind;
     size_t offset;   /* of the field in TrainConfig */
+    double lo, hi;   /* the values it may take (numbers), both included */
     const char *doc;
 } TrainSetting;
 
@@ -54,7 +58,8 @@ extern const int n_train_settings;
 
 struct StrBuf;
 void train_settings_print(struct StrBuf *o, const TrainConfig *t); /* " key=value" for each, in table order */
-/* sets the setting of that key from its text; NULL, or what is wrong (caller frees) */
+/* sets the setting of that key from its text; NULL, or what is wrong, a value outside its
+ * range included (caller frees) */
 char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *text);
 
 #endif

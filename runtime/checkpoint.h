@@ -6,7 +6,9 @@
  *                       and export_hf{} fields;
  *   resume.safetensors  AdamW's moments, the step state and the data position, so that
  *                       --resume continues bit for bit.
- * Each file is written to a temp file, fsynced and renamed. */
+ * The three are one set, DIR/ckpt-NNNNNNN with checkpoint.json (the update, the plan's hash
+ * and each file's SHA-256), committed by renaming the set into place and naming it in
+ * DIR/latest; the top-level files are hard links to the latest set's. */
 #ifndef MMC_CHECKPOINT_H
 #define MMC_CHECKPOINT_H
 
@@ -23,7 +25,18 @@ typedef struct RunPosition {
     char data_file[256];  /* its name, for messages */
 } RunPosition;
 
+/* commits the backend's weights, moments and step state as DIR's latest set, and removes the
+ * older sets */
 void checkpoint_save(Backend *b, const char *dir, const RunPosition *pos);
+/* What a killed run left in DIR: temp files, sets never committed, sets older than the latest;
+ * the top-level files made the latest set's again. replace: the run's checkpoint goes too
+ * (--force onto a folder). */
+void checkpoint_tidy(const char *dir, int replace);
+/* The folder of DIR's latest set, checked against its checkpoint.json (update, plan hash,
+ * each file's SHA-256), or DIR itself for a folder from before sets; either way the model file
+ * must be of the resume file's update and plan. *update: the model file's update (-1 where a
+ * file from before sets does not say). Dies saying what does not belong. */
+char *checkpoint_committed(const char *dir, const char *plan_hash, int64_t *update);
 /* weights by name from a safetensors file (MiniMind's names; of a tied weight either key or
  * both); a missing, extra or misshapen tensor is named in the error */
 void checkpoint_load_weights(Backend *b, const char *path);

@@ -1,5 +1,5 @@
 /* cuda_backend: runs a plan on a GPU. At creation it checks the plan against its kernels.cu
- * (the hash codegen wrote into both), compiles kernels.cu with NVRTC for this GPU's arch
+ * (whose SHA-256 the plan keeps), compiles kernels.cu with NVRTC for this GPU's arch
  * (through the disk cache), loads the cubin with the runtime's library API (so mmc needs no
  * libcuda at link time and starts on machines without a driver), allocates every buffer
  * once and builds a cuBLASLt matmul for each GEMM: fp16/bf16 inputs, fp32 compute, no
@@ -452,18 +452,6 @@ static void cuda_destroy(Backend *b) {
     free(c->kernel), free(c->gemm), free(c);
 }
 
-/* kernels.cu must be the one made with this plan */
-static char *load_source(const Plan *pl) {
-    char *dir = path_dirname(pl->path);
-    char *path = path_join(dir, "kernels.cu");
-    char *src = pl->kernels ? xstrdup(pl->kernels) : try_read_file(path, NULL);
-    if (!src) die("%s: missing (recompile with mmc compile)", path);
-    char *mark = xasprintf("// plan hash %s\n", pl->g->hash);
-    if (!strstr(src, mark)) die("%s: not made with %s (hashes differ): recompile with mmc compile", path, pl->path);
-    free(mark), free(dir), free(path);
-    return src;
-}
-
 /* Dense f16/bf16 tensor-core peaks from the datasheets, by device name, for MFU; 0 for the
  * devices not listed (no MFU is shown for them). */
 static double dense_f16_peak(const char *name) {
@@ -509,7 +497,7 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
             CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done[i], cudaEventDisableTiming), "event");
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
-    char *src = load_source(pl);
+    char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
     size_t size;
     int hit;
     void *cubin = nvrtc_compile_cached(src, pl->path, arch, &size, &hit);

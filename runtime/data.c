@@ -1,21 +1,47 @@
 /* data: see data.h. */
 #include "data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "rng.h"
 #include "util.h"
 
+/* the index of the first row with a target that is not padding, or -1: a file without one
+ * has nothing to learn from, and its loss, a mean over no targets, would be nan */
+static int64_t first_target(const Batcher *b) {
+    for (int64_t r = 0; r < b->rows; r++) {
+        const uint16_t *row = b->file->ids + r * (b->seq + 1);
+        for (int64_t t = 1; t <= b->seq; t++)
+            if (row[t] != b->file->pad_id) return r;
+    }
+    return -1;
+}
+
 Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t model_vocab, uint64_t shuffle) {
     Batcher *b = xcalloc(1, sizeof *b);
     b->file = tokens_open(path, model_vocab);
     b->batch = batch, b->seq = seq, b->shuffle = shuffle;
-    if (b->file->row_length && b->file->row_length != (uint32_t)(seq + 1))
-        die("%s: rows of %u tokens (seq %u) but the plan was compiled for seq %lld: make the data with --seq %lld "
-            "or compile with -D seq=%u",
-            path, b->file->row_length, b->file->row_length - 1, (long long)seq, (long long)seq, b->file->row_length - 1);
-    b->rows = (int64_t)(b->file->count / (uint64_t)(seq + 1));
-    if (b->rows < 1) die("%s: %llu tokens make no row of %lld", path, (unsigned long long)b->file->count, (long long)(seq + 1));
+    const TokenFile *f = b->file;
+    char msg[1024] = "";
+    b->rows = (int64_t)(f->count / (uint64_t)(seq + 1));
+    if (f->row_length && f->row_length != (uint32_t)(seq + 1))
+        snprintf(msg, sizeof msg,
+                 "%s: rows of %u tokens (seq %u) but the plan was compiled for seq %lld: make the data with --seq %lld "
+                 "or compile with -D seq=%u",
+                 path, f->row_length, f->row_length - 1, (long long)seq, (long long)seq, f->row_length - 1);
+    else if (b->rows < 1)
+        snprintf(msg, sizeof msg, "%s: %llu tokens make no row of %lld", path, (unsigned long long)f->count,
+                 (long long)(seq + 1));
+    else if (first_target(b) < 0)
+        snprintf(msg, sizeof msg,
+                 "%s: every target of its %lld rows is the pad id %u, which the loss leaves out: there is nothing to "
+                 "learn from",
+                 path, (long long)b->rows, f->pad_id);
+    if (msg[0]) {
+        batcher_close(b);
+        die("%s", msg);
+    }
     b->perm_epoch = -1;
     return b;
 }

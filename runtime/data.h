@@ -18,6 +18,8 @@ typedef struct Batcher {
     int64_t perm_epoch;
 } Batcher;
 
+/* dies naming the file if its rows are not of seq + 1 tokens, or if no target of any row is
+ * other than the pad id (the loss would be a mean over nothing) */
 Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t model_vocab, uint64_t shuffle);
 /* fills ids and labels [batch, seq] and advances the position */
 void batcher_next(Batcher *b, int32_t *ids, int32_t *labels);

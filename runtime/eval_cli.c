@@ -101,8 +101,7 @@ int cmd_eval(int argc, char **argv) {
     checkpoint_load_weights(b, weights);
     MmcStepState state = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &state, sizeof state);
-    const Node *ids_leaf = train_role(pl, ROLE_TOKENS);
-    Batcher *batches = batcher_open(data, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(pl), 0);
+    Batcher *batches = train_batches(pl, data, 0);
     double targets;
     int64_t n;
     double mean = eval_batches(b, batches, max_batches, &targets, &n);

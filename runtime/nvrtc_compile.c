@@ -1,5 +1,6 @@
-/* nvrtc_compile: see nvrtc_compile.h. Also `mmc check-kernels`, which compiles a plan's kernels.cu for the
- * archs users run (sm_90 H100/H200, sm_80 A100, sm_75 T4) without needing a GPU, and with
+/* nvrtc_compile: see nvrtc_compile.h. Also `mmc check-kernels`, which checks that a plan's
+ * kernels.cu is the one made with the plan (or takes a .cu file as it is) and compiles it for
+ * the archs users run (sm_90 H100/H200, sm_80 A100, sm_75 T4) without needing a GPU, and with
  * --cache keeps the cubins in the kernel cache, so a GPU machine given that cache starts warm. */
 #include "nvrtc_compile.h"
 
@@ -7,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "plan.h"
 #include "util.h"
 
 static const char *const base_options[] = {"-std=c++17", "-default-device"};
@@ -145,10 +148,14 @@ int cmd_check_kernels(int argc, char **argv) {
         } else if (argv[i][0] == '-') die("check-kernels: unknown option %s", argv[i]);
         else dir = argv[i];
     }
-    if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR [--arch sm_90]... [--cache]");
+    if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR|FILE.cu [--arch sm_90]... [--cache]");
     if (!n_arch) archs[n_arch++] = "sm_90", archs[n_arch++] = "sm_80", archs[n_arch++] = "sm_75";
-    char *path = path_join(dir, "kernels.cu");
-    char *src = read_file(path, NULL);
+    /* a plan folder's kernels.cu must be the plan's own (an empty or foreign one is refused);
+     * a .cu file named itself is a source of one's own, compiled as it is */
+    struct stat st;
+    int file = stat(dir, &st) == 0 && S_ISREG(st.st_mode);
+    char *path = file ? xstrdup(dir) : path_join(dir, "kernels.cu");
+    char *src = file ? read_file(path, NULL) : plan_kernels(plan_load(dir));
     for (int i = 0; i < n_arch; i++) {
         size_t size;
         int hit = 0;

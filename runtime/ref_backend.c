@@ -115,6 +115,14 @@ static void run_nodes(Ref *r, Group *gr) {
                 parts[p->a.index - 1] = xcalloc((size_t)shape_numel(&p->shape) + 1, sizeof(double));
             }
         }
+        /* an op writes all its extra outputs; one the plan keeps no node for goes to scratch */
+        double *scratch[2] = {NULL, NULL};
+        for (int k = 0; k < op_info[n->op].n_parts && k < 2; k++)
+            if (!parts[k]) {
+                Node shape_of = {0};
+                op_info[n->op].part(n, k + 1, &shape_of);
+                parts[k] = scratch[k] = xcalloc((size_t)shape_numel(&shape_of.shape) + 1, sizeof(double));
+            }
         if (n->op == OP_GRAD_ACCUMULATE) {
             int64_t N = shape_numel(&n->shape);
             const void *old = at(r, n);
@@ -129,6 +137,7 @@ static void run_nodes(Ref *r, Group *gr) {
                 settle(r, &c, part_nodes[k], parts[k]);
                 r->val[part_nodes[k]->id] = parts[k];
             }
+        free(scratch[0]), free(scratch[1]);
     }
     for (int i = 0; i < gr->n_nodes; i++) {
         free(r->val[gr->nodes[i]->id]);

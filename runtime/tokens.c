@@ -3,14 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "filemap.h"
 #include "util.h"
 
 static const char magic[8] = {'m', 'm', 'c', 't', 'o', 'k', 'e', 'n'};
@@ -25,22 +25,31 @@ static void put_u64(unsigned char *p, uint64_t v) {
     put_u32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* a refusal of the file being opened: it is closed first, so that a caller that catches die()
+ * (the tests) keeps no mapping */
+static MMC_NORETURN MMC_PRINTF(2, 3) void refuse(TokenFile *f, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tokens_close(f);
+    die("%s", msg);
+}
+
 TokenFile *tokens_open(const char *path, uint32_t model_vocab) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) die("%s: cannot open token file: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-    size_t bytes = (size_t)st.st_size;
-    if (bytes < TOKENS_HEADER_BYTES) die("%s: not a token file (%zu bytes, the header alone is 64)", path, bytes);
-    void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) die("%s: cannot map: %s", path, strerror(errno));
-    const unsigned char *h = map;
-    if (memcmp(h, magic, 8) != 0) die("%s: byte 0: bad magic (not an mmc token file; see README, \"Token files\")", path);
-    uint32_t version = get_u32(h + 8);
-    if (version != TOKENS_VERSION) die("%s: byte 8: format version %u, this mmc reads %d", path, version, TOKENS_VERSION);
+    FileMap map = filemap_open(path, "token file");
     TokenFile *f = xcalloc(1, sizeof *f);
     f->path = xstrdup(path);
+    f->map = map;
+    size_t bytes = map.bytes;
+    if (bytes < TOKENS_HEADER_BYTES) refuse(f, "%s: not a token file (%zu bytes, the header alone is 64)", path, bytes);
+    const unsigned char *h = map.p;
+    if (memcmp(h, magic, 8) != 0)
+        refuse(f, "%s: byte 0: bad magic (not an mmc token file; see README, \"Token files\")", path);
+    uint32_t version = get_u32(h + 8);
+    if (version != TOKENS_VERSION)
+        refuse(f, "%s: byte 8: format version %u, this mmc reads %d", path, version, TOKENS_VERSION);
     f->vocab = get_u32(h + 12);
     f->count = get_u64(h + 16);
     f->row_length = get_u32(h + 24);
@@ -48,26 +57,28 @@ TokenFile *tokens_open(const char *path, uint32_t model_vocab) {
     int known = 0;
     for (int i = 0; i < 32; i++) known |= h[32 + i];
     for (int i = 0; i < 32 && known; i++) snprintf(f->tokenizer_sha256 + 2 * i, 3, "%02x", h[32 + i]);
-    f->map = map;
-    f->map_bytes = bytes;
     f->ids = (const uint16_t *)(h + TOKENS_HEADER_BYTES);
-    if (f->vocab == 0 || f->vocab > 65536) die("%s: byte 12: vocab size %u (1..65536)", path, f->vocab);
+    if (f->vocab == 0 || f->vocab > 65536) refuse(f, "%s: byte 12: vocab size %u (1..65536)", path, f->vocab);
     if (f->count != (bytes - TOKENS_HEADER_BYTES) / 2 || (bytes - TOKENS_HEADER_BYTES) % 2)
-        die("%s: byte 16: header says %llu tokens but the file holds %zu bytes of tokens", path,
-            (unsigned long long)f->count, bytes - TOKENS_HEADER_BYTES);
+        refuse(f, "%s: byte 16: header says %llu tokens but the file holds %zu bytes of tokens", path,
+               (unsigned long long)f->count, bytes - TOKENS_HEADER_BYTES);
+    if (f->row_length == 1) refuse(f, "%s: byte 24: rows of 1 token have no target (a row is seq + 1 tokens)", path);
     if (f->row_length && f->count % f->row_length)
-        die("%s: byte 24: %llu tokens are not whole rows of %u", path, (unsigned long long)f->count, f->row_length);
+        refuse(f, "%s: byte 24: %llu tokens are not whole rows of %u", path, (unsigned long long)f->count, f->row_length);
+    /* the pad id is the target the loss leaves out: an id no token of the file can be is a
+     * header that was not written for these tokens */
+    if (f->pad_id >= f->vocab) refuse(f, "%s: byte 28: pad id %u is not below the vocab size %u", path, f->pad_id, f->vocab);
     uint32_t limit = model_vocab && model_vocab < f->vocab ? model_vocab : f->vocab;
     for (uint64_t i = 0; i < f->count; i++)
         if (f->ids[i] >= limit)
-            die("%s: byte %llu: token id %u is >= %s %u", path, (unsigned long long)(TOKENS_HEADER_BYTES + 2 * i),
-                f->ids[i], limit == f->vocab ? "the file's vocab size" : "the model's vocab size", limit);
+            refuse(f, "%s: byte %llu: token id %u is >= %s %u", path, (unsigned long long)(TOKENS_HEADER_BYTES + 2 * i),
+                   f->ids[i], limit == f->vocab ? "the file's vocab size" : "the model's vocab size", limit);
     return f;
 }
 
 void tokens_close(TokenFile *f) {
     if (!f) return;
-    munmap(f->map, f->map_bytes);
+    filemap_close(&f->map);
     free(f->path);
     free(f);
 }
@@ -162,6 +173,6 @@ int cmd_tokens(int argc, char **argv) {
 void tokens_sha256(const TokenFile *f, char out[65]) {
     Sha256 h;
     sha256_init(&h);
-    sha256_update(&h, f->map, f->map_bytes);
+    sha256_update(&h, f->map.p, f->map.bytes);
     sha256_hex(&h, out);
 }

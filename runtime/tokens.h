@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filemap.h"
+
 enum { TOKENS_HEADER_BYTES = 64, TOKENS_VERSION = 1 };
 
 typedef struct TokenFile {
@@ -25,12 +27,12 @@ typedef struct TokenFile {
     uint64_t count;
     const uint16_t *ids;
     char tokenizer_sha256[65]; /* hex, "" when the file does not say */
-    void *map;
-    size_t map_bytes;
+    FileMap map;
 } TokenFile;
 
 /* Dies with file, byte offset and id if an id is >= the file's vocab or >= model_vocab
- * (0: no model limit), or if the header is malformed. */
+ * (0: no model limit), or if the header is malformed (a pad id at or above the vocab size
+ * too), or if the path is not a regular file (a FIFO would block for ever). */
 TokenFile *tokens_open(const char *path, uint32_t model_vocab);
 void tokens_close(TokenFile *f);
 /* SHA-256 of the whole file, header included (what a run records of its data) */

@@ -1,11 +1,15 @@
 /* train: see train.h. */
 #include "train.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -44,9 +48,25 @@ double read_loss(Backend *b) {
     return dtype_load(l->dtype, bytes, 0);
 }
 
+Batcher *train_batches(const Plan *pl, const char *path, uint64_t shuffle) {
+    const Node *ids_leaf = train_role(pl, ROLE_TOKENS);
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(pl), shuffle);
+    /* the loss leaves out the model's pad id: a file padded with another id would have its
+     * padding learned, and its own pad id, a real token to the model, left out nowhere */
+    const ModelInfo *m = &pl->g->model;
+    if (model_has(m, MF_PAD_ID) && data->file->pad_id != (uint32_t)m->value[MF_PAD_ID]) {
+        uint32_t file_pad = data->file->pad_id;
+        batcher_close(data);
+        die("%s: padded with id %u, but the model's pad id is %lld (model{ pad_id } of %s): make the data with the "
+            "model's pad token, or declare pad_id = %u",
+            path, file_pad, (long long)m->value[MF_PAD_ID], pl->g->source, file_pad);
+    }
+    return data;
+}
+
 void train_load_batch(Backend *b, const char *path) {
     const Node *ids_leaf = train_role(b->pl, ROLE_TOKENS), *labels_leaf = train_role(b->pl, ROLE_TARGETS);
-    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(b->pl), 0);
+    Batcher *data = train_batches(b->pl, path, 0);
     int64_t n = data->batch * data->seq;
     int32_t *ids = xmalloc((size_t)n * sizeof *ids), *labels = xmalloc((size_t)n * sizeof *labels);
     batcher_next(data, ids, labels);
@@ -56,20 +76,57 @@ void train_load_batch(Backend *b, const char *path) {
     batcher_close(data);
 }
 
-/* metrics.jsonl keeps the lines of updates up to `upto` (a resumed run rewrites the rest) */
-static FILE *open_metrics(const char *dir, int64_t upto) {
-    char *path = path_join(dir, "metrics.jsonl");
-    StrBuf keep = {0};
-    char *old = upto > 0 ? try_read_file(path, NULL) : NULL;
-    for (char *line = old ? strtok(old, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-        long long u = 0;
-        if (sscanf(line, "{\"update\": %lld", &u) == 1 && u <= upto) sb_printf(&keep, "%s\n", line);
+int run_folder_lock(const char *dir, const char *cmd) {
+    make_dirs(dir);
+    char *path = path_join(dir, ".lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die("%s: cannot open: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) die("%s: cannot lock: %s", path, strerror(errno));
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        die("%s: %s is in use by another mmc (pid %s): one process writes a run folder at a time; wait for it to end, "
+            "or give another folder",
+            cmd, dir, pid[0] ? pid : "?");
     }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) die("%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    return fd;
+}
+
+/* A whole metrics line of update <= upto: the lines a resumed run keeps. Lines past its
+ * checkpoint came from updates that the resume does again; a line without its newline was
+ * being written when the run was killed. */
+static int metrics_line_kept(const char *line, size_t len, int64_t upto) {
+    char *text = xstrndup(line, len);
+    json_t *j = json_loads(text, 0, NULL), *u = j ? json_object_get(j, "update") : NULL;
+    int keep = json_is_integer(u) && json_integer_value(u) <= upto;
+    json_decref(j);
+    free(text);
+    return keep;
+}
+
+/* metrics.jsonl cut back to the lines of updates up to `upto`, opened to append */
+static int open_metrics(const char *path, int64_t upto, int64_t *bytes) {
+    StrBuf keep = {0};
+    size_t len = 0;
+    char *old = upto > 0 ? try_read_file(path, &len) : NULL;
+    int64_t lines = 0;
+    for (char *line = old, *nl; line && (nl = memchr(line, '\n', len - (size_t)(line - old))); line = nl + 1)
+        if (metrics_line_kept(line, (size_t)(nl - line), upto)) sb_appendn(&keep, line, (size_t)(nl + 1 - line)), lines++;
+    if (lines < upto)
+        fprintf(stderr, "train: %s has the lines of %lld of the %lld updates done: the run goes on without the others\n",
+                path, (long long)lines, (long long)upto);
     write_file_atomic(path, keep.s ? keep.s : "", keep.len);
-    FILE *f = fopen(path, "a");
-    if (!f) die("%s: cannot open", path);
-    free(old), free(path), sb_free(&keep);
-    return f;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) die("%s: cannot open: %s", path, strerror(errno));
+    *bytes = (int64_t)keep.len;
+    free(old), sb_free(&keep);
+    return fd;
 }
 
 /* JSON has no inf or nan: those become null */
@@ -98,7 +155,10 @@ typedef struct Slot {
 } Slot;
 
 typedef struct Report {
-    FILE *metrics;
+    int metrics;           /* metrics.jsonl open to append, or -1 */
+    char *metrics_path;
+    int64_t metrics_bytes; /* its length after the last whole line */
+    int64_t saved;         /* the update of the last checkpoint, for a message; -1 before the first */
     double t0, t_last, loss_sum;
     double paused; /* seconds spent on --val since the last log line, not training */
     int64_t last_logged, steps, epochs, tokens_per_update;
@@ -128,6 +188,39 @@ typedef struct ValResult {
     int64_t batches;
 } ValResult;
 
+/* the run stops on a metrics file it cannot write: its checkpoints would go on past lines
+ * that are not there */
+static MMC_NORETURN void metrics_failed(const Report *r, const char *what, int e) {
+    if (r->saved < 0)
+        die("train: %s: %s: %s; the run stops here, before its first checkpoint (make room, then start it again with "
+            "--force)",
+            r->metrics_path, what, strerror(e));
+    die("train: %s: %s: %s; the run stops here, its last checkpoint is of update %lld (make room, then continue with "
+        "--resume)",
+        r->metrics_path, what, strerror(e), (long long)r->saved);
+}
+
+/* One write() of the whole line, so that a kill leaves whole lines. Only a full disk makes it
+ * short, and then the rest gets the error, and the part written is cut off again. */
+static void metrics_write(Report *r, const char *line, size_t n) {
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(r->metrics, line + done, n - done);
+        if (w > 0) done += (size_t)w;
+        else if (w < 0 && errno == EINTR) continue;
+        else {
+            int e = w < 0 ? errno : ENOSPC;
+            int cut = ftruncate(r->metrics, (off_t)r->metrics_bytes) == 0;
+            metrics_failed(r, cut ? "cannot write" : "cannot write (a part of a line is left at its end)", e);
+        }
+    }
+    r->metrics_bytes += (int64_t)n;
+}
+
+/* the metrics so far made durable before the checkpoint that they lead up to */
+static void metrics_sync(const Report *r) {
+    if (r->metrics >= 0 && fsync(r->metrics) != 0) metrics_failed(r, "cannot flush", errno);
+}
+
 static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int64_t epoch, const ValResult *val) {
     const TrainConfig *t = &b->pl->g->train;
     const Node *l = b->pl->g->loss;
@@ -138,7 +231,7 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     r->loss_sum += loss;
     double now = now_seconds();
     int has_val = val->update == u + 1;
-    if (r->metrics) {
+    if (r->metrics >= 0) {
         char loss_s[32], norm_s[32], val_s[96] = "";
         json_number(loss_s, sizeof loss_s, loss);
         json_number(norm_s, sizeof norm_s, st->grad_norm);
@@ -148,12 +241,14 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
             json_number(vp, sizeof vp, exp(val->loss));
             snprintf(val_s, sizeof val_s, ", \"val_loss\": %s, \"val_ppl\": %s", vl, vp);
         }
-        fprintf(r->metrics,
-                "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
-                "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f%s}\n",
-                (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
-                st->growth_tracker, now - r->t0, val_s);
-        fflush(r->metrics);
+        StrBuf line = {0};
+        sb_printf(&line,
+                  "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
+                  "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f%s}\n",
+                  (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
+                  st->growth_tracker, now - r->t0, val_s);
+        metrics_write(r, line.s, line.len);
+        sb_free(&line);
     }
     if (has_val) r->last_val = val->loss;
     if (has_val && !r->quiet)
@@ -241,7 +336,7 @@ static void keep_tokenizer(const TrainOptions *o, const TokenFile *f, const char
 
 /* the file of a run that `dir` holds (a checkpoint or the metrics), or NULL */
 static const char *run_file_in(const char *dir) {
-    static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", NULL};
+    static const char *const files[] = {"model.safetensors", "resume.safetensors", "metrics.jsonl", "latest", NULL};
     for (int i = 0; files[i]; i++) {
         char *p = xasprintf("%s/%s", dir, files[i]);
         int there = access(p, F_OK) == 0;
@@ -268,32 +363,46 @@ static void check_out(const TrainOptions *o) {
 }
 
 int train_run(const TrainOptions *o) {
-    check_out(o);
     Plan *pl = plan_load(o->plan_dir);
     int updates = 0;
     for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
     if (!updates) die("train: %s has no backward pass (compiled with --forward): compile it without to train", o->plan_dir);
     const TrainConfig *t = &pl->g->train;
     const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS);
-    uint32_t vocab = train_vocab(pl);
     Backend *b = backend_open(pl, o->backend, "train");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
             pl->path, (long long)B, (long long)o->batch);
-    Batcher *data = batcher_open(o->data, B, T, vocab, o->shuffle);
+    Batcher *data = train_batches(pl, o->data, o->shuffle);
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
     init_consts(b);
     RunPosition pos = {0, o->seed, o->shuffle, "", ""};
     char sha[65] = "";
     if (o->out || o->resume) tokens_sha256(data->file, sha);
+    /* the folder is this run's from here on: what an earlier run left half-written goes, and
+     * the checkpoint read below cannot change under it */
+    const char *out = o->out ? o->out : o->resume;
+    int lock = out ? run_folder_lock(out, "train") : -1;
+    int same_run = o->resume && out && same_dir(o->resume, out);
+    if (out) {
+        check_out(o);
+        checkpoint_tidy(out, o->force && !same_run);
+    }
     MmcStepState st;
     int64_t start = 0;
     if (o->resume) {
-        pos = checkpoint_resume(b, o->resume);
+        int64_t model_update;
+        char *set = checkpoint_committed(o->resume, pl->g->hash, &model_update);
+        pos = checkpoint_resume(b, set);
         check_resume_data(o, &pos, sha);
         b->read(b, BUF_STATE, 0, &st, sizeof st);
+        if (model_update >= 0 && model_update != st.update)
+            die("train: %s/model.safetensors is of update %lld, but the step state beside it of update %d: they are not "
+                "one checkpoint",
+                set, (long long)model_update, st.update);
+        free(set);
         start = st.update;
         int64_t planned = (int64_t)(st.total_micro / t->accumulation + 0.5);
         if (o->steps > 0 && o->steps != planned) {
@@ -339,19 +448,20 @@ int train_run(const TrainOptions *o) {
         init_consts(eb);
         MmcStepState est = init_state(epl, 1);
         eb->write(eb, BUF_STATE, 0, &est, sizeof est);
-        val = batcher_open(o->val, B, T, vocab, 0);
+        val = train_batches(pl, o->val, 0);
         if (epl->p->buffer_bytes[BUF_PARAMS] != pl->p->buffer_bytes[BUF_PARAMS])
             die("train --val: the forward plan's parameters (%lld bytes) are not the training plan's (%lld)",
                 (long long)epl->p->buffer_bytes[BUF_PARAMS], (long long)pl->p->buffer_bytes[BUF_PARAMS]);
         weights_copy = xmalloc((size_t)pl->p->buffer_bytes[BUF_PARAMS]);
     }
     ValResult vres[SLOTS] = {{0}}; /* by update, as the reports lag the updates */
-    const char *out = o->out ? o->out : o->resume;
     Report r = {0};
+    r.metrics = -1;
+    r.saved = o->resume ? start : -1;
     if (out) {
-        make_dirs(out);
         keep_tokenizer(o, data->file, out);
-        r.metrics = open_metrics(out, start);
+        r.metrics_path = path_join(out, "metrics.jsonl");
+        r.metrics = open_metrics(r.metrics_path, start, &r.metrics_bytes);
     }
     r.steps = steps;
     r.epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
@@ -407,10 +517,6 @@ int train_run(const TrainOptions *o) {
         sl->ticket = b->fence(b);
         epoch_of[u % SLOTS] = (data->position - 1) / data->rows + 1; /* of the update's last row */
         int stop = u + 1 == o->stop_after || interrupted;
-        if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
-            pos.rows = data->position; /* the reads of a checkpoint wait for this update */
-            checkpoint_save(b, out, &pos);
-        }
         if (eb && ((u + 1) % eval_every == 0 || u + 1 == steps || stop)) {
             double t0 = now_seconds();
             b->read(b, BUF_PARAMS, 0, weights_copy, pl->p->buffer_bytes[BUF_PARAMS]); /* waits for this update */
@@ -421,6 +527,20 @@ int train_run(const TrainOptions *o) {
             v->update = u + 1;
             v->seconds = now_seconds() - t0;
             r.paused += v->seconds;
+        }
+        if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
+            /* The metrics of every update up to this one are on disk before the checkpoint
+             * that ends them: a resume from it finds them all. The checkpoint's reads wait
+             * for this update anyway, so reporting the lagging updates now costs no wait. */
+            for (; reported <= u; reported++) {
+                Slot *rs = &slot[reported % SLOTS];
+                b->wait(b, rs->ticket);
+                report(&r, b, rs, reported, epoch_of[reported % SLOTS], &vres[reported % SLOTS]);
+            }
+            metrics_sync(&r);
+            pos.rows = data->position;
+            checkpoint_save(b, out, &pos);
+            r.saved = u + 1;
         }
         for (; reported <= u - LAG; reported++) {
             Slot *rs = &slot[reported % SLOTS];
@@ -443,7 +563,12 @@ int train_run(const TrainOptions *o) {
         plan_remove_temp(eval_dir);
         free(eval_dir), free(weights_copy);
     }
-    if (r.metrics) fclose(r.metrics);
+    if (r.metrics >= 0) {
+        metrics_sync(&r);
+        close(r.metrics);
+    }
+    free(r.metrics_path);
+    if (lock >= 0) close(lock);
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);

@@ -34,6 +34,10 @@ typedef struct TrainOptions {
 } TrainOptions;
 
 int train_run(const TrainOptions *o);
+/* One writer per run folder: DIR (made if need be) locked by DIR/.lock, which holds the pid
+ * of the holder; the kernel releases the lock however the process ends. Dies naming the pid
+ * of the process that holds it. Returns the descriptor that keeps it. */
+int run_folder_lock(const char *dir, const char *cmd);
 
 struct Backend;
 struct Plan;
@@ -44,6 +48,9 @@ const struct Node *train_role(const struct Plan *pl, Role r);
 struct Backend *backend_open(struct Plan *pl, const char *name, const char *cmd);
 /* the vocabulary the plan declares (the graph file's model{}); dies naming the plan if none */
 uint32_t train_vocab(const struct Plan *pl);
+/* the token file's batches for the plan's tokens input; dies if the file does not fit the
+ * model (its vocabulary, its seq, its pad id) */
+struct Batcher *train_batches(const struct Plan *pl, const char *path, uint64_t shuffle);
 struct Batcher;
 /* The mean loss, each batch weighed by the targets it counts, over the batches of `bt` from
  * its position: all of the file's, or the first max_batches (> 0). The plan is best a

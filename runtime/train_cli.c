@@ -1,6 +1,7 @@
 /* train_cli: `mmc train PLAN_DIR --data FILE ...` (see README, "Training"). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "checkpoint.h"
@@ -22,13 +23,17 @@ int cmd_init(int argc, char **argv) {
         else dir = argv[i];
     }
     if (!dir || !out) die("init: usage: mmc init PLAN_DIR -o RUN_DIR [--seed N]");
+    if (!out[0]) die("init: -o needs a folder, not an empty name");
     Plan *pl = plan_load(dir);
     Backend *b = ref_backend_create(pl);
     init_params(b, seed);
     MmcStepState st = init_state(pl, 1);
     b->write(b, BUF_STATE, 0, &st, sizeof st);
     RunPosition pos = {0, seed, 0, "", ""};
+    int lock = run_folder_lock(out, "init");
+    checkpoint_tidy(out, 0);
     checkpoint_save(b, out, &pos);
+    close(lock);
     b->destroy(b);
     return 0;
 }
@@ -86,6 +91,8 @@ int cmd_train(int argc, char **argv) {
     }
     if (!o.plan_dir) die("train: which plan? usage: mmc train PLAN_DIR --data FILE [--backend ref|cuda]");
     if (!o.data) die("train: --data FILE is needed (a token file; see README, \"Token files\")");
+    /* an empty name would put the run's files in the current folder */
+    if ((o.out && !o.out[0]) || (o.resume && !o.resume[0])) die("train: --out and --resume need a folder, not an empty name");
     if ((o.eval_interval || o.val_batches) && !o.val) die("train: --eval-interval and --val-batches need --val FILE");
     char *remade = NULL;
     if (n_settings) {

@@ -3,6 +3,9 @@
 # MiniMind's names, the tied embedding under both of its keys; --init takes a file with
 # either key alone; a missing, an extra or a misshapen tensor is refused with its name;
 # `mmc export --dtype f16` writes the weights rounded to fp16, as MiniMind's torch.save does.
+# A damaged file is refused by --init and by export, naming the tensor and the byte: a
+# shape whose byte count overflows, offsets that overlap, a name twice, a nan weight, a
+# header longer than the file, a FIFO in place of the file.
 set -u
 cd "$(dirname "$0")/.."
 fail=0
@@ -42,6 +45,27 @@ bad = dict(entries)
 dt, shape, blob = bad["model.norm.weight"]
 bad["model.norm.weight"] = (dt, [shape[0] // 2], blob[: len(blob) // 2])
 write(f"{d}/misshapen.safetensors", bad)
+
+def write_text(path, text):  # the header text as given, then the same data
+    h = text.encode() + b" " * (-len(text.encode()) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+
+norm = head["model.norm.weight"]
+# 2^62 elements of 4 bytes are 2^64 bytes, 0 in 64-bit arithmetic: the offsets of an empty tensor
+huge = dict(head, **{"model.norm.weight": dict(norm, shape=[2**62], data_offsets=[norm["data_offsets"][0]] * 2)})
+write_text(f"{d}/huge.safetensors", json.dumps(huge))
+second = sorted(head, key=lambda k: head[k]["data_offsets"][0])[1]
+lap = dict(head, **{second: dict(head[second], data_offsets=[o - 4 for o in head[second]["data_offsets"]])})
+write_text(f"{d}/overlap.safetensors", json.dumps(lap))
+h = json.dumps(head)
+at = h.index('"model.norm.weight"')
+write_text(f"{d}/twice.safetensors", h[:at] + '"model.norm.weight": ' + json.dumps(norm) + ", " + h[at:])
+nan_byte = 8 + n + norm["data_offsets"][0] + 8  # element 2 of model.norm.weight
+raw_nan = bytearray(raw)
+raw_nan[nan_byte:nan_byte + 4] = struct.pack("<f", float("nan"))
+open(f"{d}/nan.safetensors", "wb").write(raw_nan)
+open(f"{d}/nan_byte", "w").write(f"{nan_byte}\n")
+open(f"{d}/long.safetensors", "wb").write(struct.pack("<Q", 2**62) + raw[8:])
 PY
 step() { ./mmc step "$tmp/plan" --backend ref --data "$tmp/text.bin" --init "$1" -o "$2" 2>"$tmp/err" >/dev/null; }
 step "$tmp/w/model.safetensors" "$tmp/g_both.st" || { cat "$tmp/err"; fail=1; }
@@ -54,6 +78,21 @@ expect() { # file, message
 expect "$tmp/missing.safetensors" "missing.safetensors: no tensor model.norm.weight"
 expect "$tmp/extra.safetensors" "tensor model.layers.9.mlp.up_proj.weight is not a parameter of this model"
 expect "$tmp/misshapen.safetensors" "tensor model.norm.weight has shape [32], the model needs [64]"
+expect "$tmp/huge.safetensors" "tensor model.norm.weight: 4611686018427387904 elements of 4 bytes are more than 2^63 bytes"
+expect "$tmp/overlap.safetensors" "its data overlaps that of"
+expect "$tmp/twice.safetensors" "bad JSON header: duplicate object key"
+expect "$tmp/nan.safetensors" "nan.safetensors: byte $(cat "$tmp/nan_byte"): tensor model.norm.weight: element 2 is nan"
+expect "$tmp/long.safetensors" "long.safetensors: byte 0: a header of 4611686018427387904 bytes in a file of"
+mkfifo "$tmp/fifo.safetensors"
+if timeout 20 ./mmc step "$tmp/plan" --backend ref --data "$tmp/text.bin" --init "$tmp/fifo.safetensors" -o "$tmp/g.st" 2>"$tmp/err"; then
+  echo "a FIFO as --init accepted"; fail=1
+fi
+grep -qF "fifo.safetensors: is a FIFO; a safetensors file must be a regular file" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+for f in huge nan; do # export reads the same way: nothing is written past a buffer, no nan goes out
+  if ./mmc export "$tmp/$f.safetensors" -o "$tmp/$f.out.safetensors" 2>"$tmp/err"; then echo "export of $f accepted"; fail=1; fi
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF "$f.safetensors: byte " "$tmp/err" || { echo "export $f: $(cat "$tmp/err")"; fail=1; }
+  [ ! -e "$tmp/$f.out.safetensors" ] || { echo "a refused export wrote $f.out.safetensors"; fail=1; }
+done
 ./mmc export "$tmp/w" --dtype f16 -o "$tmp/fp16.safetensors" || fail=1
 python3 - "$tmp/w/model.safetensors" "$tmp/fp16.safetensors" <<'PY' || fail=1
 import array, json, struct, sys

@@ -1,6 +1,8 @@
 /* The plan file: reading a plan and writing it again gives the same bytes (the loader
  * keeps everything the compiler wrote); its hash follows every input (graph, -D, policy);
- * malformed plans are refused with the file and line. */
+ * a plan changed after it was written is refused for its content hash, and a kernels.cu
+ * that is not the plan's for the plan's kernels line; malformed plans, sealed again so that
+ * what they hold is what is judged, are refused with the file and line. */
 #include <setjmp.h>
 
 #include "test_util.h"
@@ -44,7 +46,8 @@ static CompileResult compile(const char *graph, const char *policy, const char *
     return compile_graph(&o);
 }
 
-static void expect_refused(const char *what, const char *text, const char *want) {
+/* the text as it is: the content hash is judged first */
+static void expect_refused_as_is(const char *what, const char *text, const char *want) {
     set_die_hook(hook);
     last_error[0] = 0;
     if (!setjmp(on_die)) {
@@ -56,18 +59,31 @@ static void expect_refused(const char *what, const char *text, const char *want)
     set_die_hook(NULL);
 }
 
+/* the text sealed again, as a plan mmc wrote with that content */
+static void expect_refused(const char *what, const char *text, const char *want) {
+    expect_refused_as_is(what, plan_seal(text), want);
+}
+
+/* `text` with the first `from` after the first `after` replaced by `to` */
+static char *replaced_after(const char *text, const char *after, const char *from, const char *to) {
+    const char *at = strstr(text, after);
+    if (!at || !strstr(at, from)) return xstrdup(text);
+    at = strstr(at, from);
+    return xasprintf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
 int main(void) {
     const char *policies[] = {"amp_fp16", "fp32", "fp16_wide", "fp64"};
     for (size_t i = 0; i < 4; i++) {
         CompileResult r = compile("graphs/tiny.lua", policies[i], NULL);
         Plan *pl = plan_read(r.plan, "tiny/plan");
-        char *again = plan_write(pl->g, pl->p);
+        char *again = plan_write(pl->g, pl->p, r.kernels);
         CHECK(!strcmp(again, r.plan), "%s: the plan read back and written again differs", policies[i]);
         free(again);
     }
     CompileResult m = compile("graphs/minimind.lua", NULL, NULL);
     Plan *pm = plan_read(m.plan, "minimind/plan");
-    char *again = plan_write(pm->g, pm->p);
+    char *again = plan_write(pm->g, pm->p, m.kernels);
     CHECK(!strcmp(again, m.plan), "minimind: the plan read back and written again differs");
     CHECK(strstr(m.kernels, m.g->hash) != NULL, "kernels.cu carries the plan's hash");
     CompileResult a = compile("graphs/tiny.lua", NULL, NULL), b = compile("graphs/tiny.lua", NULL, NULL);
@@ -119,7 +135,7 @@ int main(void) {
     expect_refused("a plan from before the attribute and launch tables", "mmc-plan 1\nend\n", "recompile with mmc compile");
     char *cut = xstrndup(a.plan, strlen(a.plan) / 2);
     cut[strrchr(cut, '\n') - cut + 1] = 0;
-    expect_refused("cut short", cut, "the plan is cut short");
+    expect_refused_as_is("cut short", cut, "the plan is cut short");
     char *bad_op = xstrdup(a.plan);
     char *at = strstr(bad_op, " embedding ");
     memcpy(at, " embeddinx ", 11);
@@ -161,5 +177,113 @@ int main(void) {
                    "unknown kernel kind 'anchors' (known: elementwise, anchor, gemm, cast_weights, optimizer or grad_accumulate)");
     expect_refused("an unknown lr schedule", replaced(a.plan, " schedule=minimind_cosine", " schedule=cosine"),
                    "unknown schedule 'cosine' (known: minimind_cosine or constant)");
+
+    /* the plan's own bytes: one changed is refused before any line is believed, and so is a
+     * plan without its content line or with text after `end` */
+    char *edited = replaced(a.plan, " heads=4", " heads=2");
+    want = xasprintf("bad/plan:%d: the plan's bytes hash to", line_of(a.plan, "\ncontent sha256=") + 1);
+    expect_refused_as_is("an edited plan", edited, want);
+    expect_refused_as_is("an edited plan", edited, "it was changed after mmc compile wrote it");
+    char *unsealed = xstrdup(a.plan);
+    strcpy(strstr(unsealed, "\ncontent sha256=") + 1, "end\n");
+    expect_refused_as_is("no content line", unsealed, "no 'content sha256=' line before 'end'");
+    expect_refused_as_is("text after end", xasprintf("%sloss %%1\n", a.plan), "text after 'end'");
+    CHECK(!strcmp(plan_seal(a.plan), a.plan), "sealing a sealed plan changes it");
+
+    /* kernels.cu is the plan's only if its SHA-256 is the one the plan's kernels line keeps */
+    Plan *pk = plan_read(a.plan, "tiny/plan");
+    pk->kernels = a.kernels;
+    char *k = plan_kernels(pk);
+    CHECK(!strcmp(k, a.kernels), "the plan's own kernels.cu comes back as it is");
+    const char *foreign[] = {"", d.kernels};
+    for (int i = 0; i < 2; i++) {
+        set_die_hook(hook);
+        last_error[0] = 0;
+        pk->kernels = (char *)foreign[i];
+        if (!setjmp(on_die)) {
+            plan_kernels(pk);
+            CHECK(0, "a %s kernels.cu is accepted", i ? "foreign" : "empty");
+        } else {
+            CHECK(strstr(last_error, "tiny/kernels.cu: not the kernels of tiny/plan") != NULL, "message '%s'", last_error);
+        }
+        set_die_hook(NULL);
+    }
+
+    /* every value a backend indexes with is checked where it is read: locations inside their
+     * buffers and aligned, node ids, the op's shape rule (heads dividing the dims), launch
+     * shapes within CUDA's limits, parameters inside the flat buffer, the grad-norm chunks,
+     * training settings in their ranges, whole numbers */
+    const int64_t *bytes = a.p->buffer_bytes;
+    char *arena = xasprintf("buffer arena %lld\n", (long long)bytes[BUF_ARENA]);
+    char *past = xasprintf(" at=arena+%lld ", (long long)bytes[BUF_ARENA]);
+    expect_refused("an offset past its buffer", replaced(a.plan, " at=arena+0 ", past),
+                   xasprintf("past the %lld bytes of buffer arena", (long long)bytes[BUF_ARENA]));
+    expect_refused("a buffer too small", replaced(a.plan, arena, "buffer arena 16\n"), "past the 16 bytes of buffer arena");
+    expect_refused("an offset not aligned", replaced(a.plan, " at=arena+0 ", " at=arena+1 "), "not a multiple of f16's 2 bytes");
+    expect_refused("a negative offset", replaced(a.plan, " at=arena+0 ", " at=arena+-64 "), "offset: -64 is outside");
+    expect_refused("heads=3", replaced_after(a.plan, " attention in=", " heads=4", " heads=3"),
+                   "attention: heads must be a positive multiple of kv_heads");
+    expect_refused("kv_heads=0", replaced_after(a.plan, " attention in=", " kv_heads=2", " kv_heads=0"),
+                   "attention: heads must be a positive multiple of kv_heads");
+    expect_refused("heads=0 on rope", replaced_after(a.plan, " rope in=", " heads=4", " heads=0"),
+                   "rope: last dim of x is not a multiple of heads");
+    expect_refused("leaf %-1", replaced(a.plan, "\nleaf %0 ", "\nleaf %-1 "), "node id: -1 is outside");
+    expect_refused("an input used before it is defined", replaced_after(a.plan, "\nop ", " in=%", " in=%9999,%"),
+                   "node %9999 used before it is defined");
+    expect_refused("a node defined twice", replaced(a.plan, "\nleaf %1 ", "\nleaf %0 "), "node %0 defined twice");
+    expect_refused("grid_y=0", replaced(a.plan, " grid_y=1 ", " grid_y=0 "), "grid_y: 0 is outside [1, 65535]");
+    expect_refused("grid_y=70000", replaced(a.plan, " grid_y=1 ", " grid_y=70000 "), "grid_y: 70000 is outside [1, 65535]");
+    expect_refused("block=2048", replaced(a.plan, " block=256 ", " block=2048 "), "block: 2048 is outside [1, 1024]");
+    expect_refused("smem past 227 KiB", replaced(a.plan, " smem=0 ", " smem=300000 "), "smem: 300000 is outside");
+    expect_refused("grid=1.5", replaced(a.plan, " grid=2 ", " grid=1.5 "), "grid: '1.5' is not a whole number");
+    expect_refused("grid=2^63", replaced(a.plan, " grid=2 ", " grid=9223372036854775808 "), "is not a whole number");
+    expect_refused("a dim of 0", replaced(a.plan, " shape=4,32 ", " shape=4,0 "), "a dim of the shape: 0 is outside");
+    expect_refused("2^62 elements", replaced(a.plan, " shape=4,32 ", " shape=2147483648,2147483648 "), "more than 2^40 elements");
+    expect_refused("a shape its inputs do not give", replaced_after(a.plan, "\nop ", " shape=4,32,64 ", " shape=4,32,65 "),
+                   "but its inputs give [4,32,64]");
+    char *one_input = xstrdup(a.plan), *add_in = strstr(one_input, " add in=");
+    char *second = strchr(add_in, ',');
+    memmove(second, strchr(second, ' '), strlen(strchr(second, ' ')) + 1);
+    expect_refused("too few inputs", one_input, "add takes 2 inputs, got 1");
+    expect_refused("a part out of range", replaced(a.plan, " index=1 ", " index=3 "), "extra outputs");
+    int np = a.g->n_params;
+    const Param *last = &a.g->params[np - 1];
+    char *param_last = xasprintf(" param=%d ", np - 1), *param_past = xasprintf(" param=%d ", np);
+    expect_refused("grad_accumulate param=-1", replaced(a.plan, param_last, " param=-1 "),
+                   xasprintf("param=-1, but the plan has %d params", np));
+    expect_refused("grad_accumulate param past the params", replaced(a.plan, param_last, param_past),
+                   xasprintf("param=%d, but the plan has %d params", np, np));
+    expect_refused("a param past its buffer",
+                   replaced(a.plan, xasprintf(" offset=%lld ", (long long)last->offset), xasprintf(" offset=%lld ", (long long)last->offset + 1)),
+                   xasprintf("is past the %lld of buffer params", (long long)bytes[BUF_PARAMS] / 4));
+    expect_refused("a param on no param leaf", replaced(a.plan, xasprintf(" node=%%%d", last->node->id), " node=%0"), "which is no param leaf");
+    expect_refused("chunks that the params do not make",
+                   replaced(a.plan, xasprintf(" chunks=%d", a.p->n_chunks), xasprintf(" chunks=%d", a.p->n_chunks - 1)),
+                   xasprintf("chunks=%d, but the params make %d chunks of", a.p->n_chunks - 1, a.p->n_chunks));
+    expect_refused("buffer grads unlike params",
+                   replaced(a.plan, xasprintf("buffer grads %lld\n", (long long)bytes[BUF_GRADS]),
+                            xasprintf("buffer grads %lld\n", (long long)bytes[BUF_GRADS] + 4)),
+                   "they have one layout");
+    expect_refused("a state buffer too small", replaced(a.plan, "buffer state 64\n", "buffer state 48\n"), "fewer than the 64 of the step state");
+    expect_refused("an unknown buffer", replaced(a.plan, "buffer arena ", "buffer arenas "), "unknown buffer 'arenas'");
+    expect_refused("lr=nan", replaced_after(a.plan, "\ntrain ", " lr=0.0005 ", " lr=nan "), "lr: nan is outside");
+    expect_refused("beta1=1", replaced_after(a.plan, "\ntrain ", " beta1=0.9 ", " beta1=1 "), "beta1: 1 is outside");
+    expect_refused("accumulation=0", replaced_after(a.plan, "\ntrain ", " accumulation=1 ", " accumulation=0 "), "accumulation: 0 is outside");
+    expect_refused("eps=nan", replaced_after(a.plan, " rms_normalize in=", " eps=", " eps=nan "), "eps: nan is not a finite number");
+    expect_refused("a vocab the embedding does not have", replaced(a.plan, "model vocab=320 ", "model vocab=400 "),
+                   "has 320 rows, the model's vocab is 400");
+    expect_refused("a gemm of another shape", replaced(a.plan, " m=128 n=64 k=64 ", " m=128 n=64 k=65 "),
+                   "but its op gives m=128 n=64 k=64");
+    expect_refused("an anchor of another kernel",
+                   replaced(a.plan, xasprintf(" anchor=%%%d\n", a.p->groups[0]->anchor->id),
+                            xasprintf(" anchor=%%%d\n", a.p->groups[1]->anchor->id)),
+                   "is no node of this kernel");
+    expect_refused("a second hash line", replaced(a.plan, "\npolicy ", "\nhash 0\npolicy "), "a second 'hash' line");
+    char *no_kernels = xstrdup(a.plan), *kline = strstr(no_kernels, "\nkernels sha256=");
+    memmove(kline, strchr(kline + 1, '\n'), strlen(strchr(kline + 1, '\n')) + 1);
+    expect_refused("no kernels line", no_kernels, "bad/plan:1: no 'kernels' line");
+    expect_refused("a loss that is not a scalar",
+                   replaced(a.plan, xasprintf("\nloss %%%d\n", a.g->loss->id), xasprintf("\nloss %%%d\n", a.g->loss->in[0]->id)),
+                   "is not a stored scalar");
     return test_done("test_plan");
 }

@@ -4,7 +4,9 @@
 # and resumed with --resume, give identical per-update losses, learning rates, scales and
 # gradient norms, and identical checkpoint files; so does a run stopped by SIGINT (Ctrl-C).
 # A finished run extended with --steps keeps its updates and goes on with the schedule of the
-# longer run. A resume on another token file or with another --shuffle is refused.
+# longer run. A resume on another token file or with another --shuffle is refused, and so is
+# a resume file whose step state or data position no update leaves (update -1, a position
+# "abc" or "-5"), naming the field.
 # Usage: test_resume.sh [ref|cuda].
 set -u
 cd "$(dirname "$0")/.."
@@ -78,4 +80,34 @@ if ./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/text.bin" --resume 
 fi
 grep -q -- "--shuffle 3, but $tmp/whole was trained with --shuffle 9" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 [ "$(wc -l <"$tmp/whole/metrics.jsonl")" -eq 20 ] || { echo "a refused resume changed the run"; fail=1; }
+# a resume file edited: each field is checked before it is used (a folder of the two files
+# alone, as runs from before checkpoint sets left them)
+python3 - "$tmp/whole/resume.safetensors" "$tmp" <<'PY' || fail=1
+import json, os, shutil, struct, sys
+raw, d = open(sys.argv[1], "rb").read(), sys.argv[2]
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+def write(name, head, data):
+    os.makedirs(f"{d}/{name}")
+    shutil.copy(f"{d}/whole/model.safetensors", f"{d}/{name}/model.safetensors")
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    open(f"{d}/{name}/resume.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+update = head["step_state"]["data_offsets"][0] + 44  # MmcStepState.update
+minus = bytearray(data)
+minus[update:update + 4] = struct.pack("<i", -1)
+write("update_minus_1", head, minus)
+for name, value in (("rows_abc", "abc"), ("rows_minus_5", "-5")):
+    write(name, dict(head, __metadata__=dict(head["__metadata__"], data_rows_consumed=value)), data)
+PY
+for c in "update_minus_1:step_state.update is -1, not a count of updates" \
+         "rows_abc:data_rows_consumed is \"abc\", not a decimal integer" \
+         "rows_minus_5:data_rows_consumed is \"-5\", not a decimal integer"; do
+  dir=${c%%:*} want=${c#*:}
+  if ./mmc train "$tmp/plan" --backend "$backend" --data "$tmp/text.bin" --resume "$tmp/$dir" --steps 21 --quiet 2>"$tmp/err"; then
+    echo "$dir: resumed"; fail=1
+  fi
+  # one line (besides the cuda backend's line naming the device, when it opened first)
+  [ "$(grep -vc '^mmc: cuda: ' "$tmp/err")" -eq 1 ] && grep -qF "$dir/resume.safetensors: $want" "$tmp/err" || { echo "$dir: $(cat "$tmp/err")"; fail=1; }
+done
 exit $fail

@@ -4,8 +4,9 @@
 # last 20 falls at least 1.0 nat below the first 20 (it starts near ln 320 = 5.77; bytes of
 # English text are far from uniform); the ref backend gives the same bits on any number of
 # threads. --val evaluates during the run as mmc eval does after it. A second run onto the same --out is refused unless
-# --force. Token files with a bad id or rows of the wrong length are refused before
-# training, naming the byte offset or the lengths.
+# --force. Token files with a bad id, rows of the wrong length, a pad id past the vocabulary
+# or no target but padding are refused before training, naming the byte offset or the
+# lengths, and so is a path that is not a regular file (a FIFO, a folder).
 set -u
 cd "$(dirname "$0")/.."
 fail=0
@@ -44,14 +45,15 @@ cmp -s <(cut -d, -f1-8 "$tmp/threads1/metrics.jsonl") <(cut -d, -f1-8 "$tmp/thre
 if TMPDIR="$tmp" ./mmc plot "$tmp" -o "$tmp/x.png" 2>"$tmp/err"; then echo "plot of a folder without metrics accepted"; fail=1; fi
 grep -q "metrics.jsonl: No such file" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
 [ ! -e "$tmp/x.png" ] && ! ls "$tmp"/mmc-plot-* >/dev/null 2>&1 || { echo "plot left files behind"; fail=1; }
-# --out onto the finished run is refused and leaves it as it was; --force replaces it
-sum_before=$(cat "$tmp/run"/* | sha256sum)
+# --out onto the finished run is refused and leaves it as it was (its lock file aside, which
+# names the last process that held it); --force replaces it
+sum_before=$(find "$tmp/run" -type f ! -name .lock | sort | xargs cat | sha256sum)
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 2 --out "$tmp/run" 2>"$tmp/err"; then
   echo "--out onto a run accepted"; fail=1
 fi
 grep -q -- "--out $tmp/run already holds a run (model.safetensors); continue it with --resume $tmp/run, or replace it with --force" "$tmp/err" \
   || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
-[ "$(cat "$tmp/run"/* | sha256sum)" = "$sum_before" ] || { echo "the refused run changed its folder"; fail=1; }
+[ "$(find "$tmp/run" -type f ! -name .lock | sort | xargs cat | sha256sum)" = "$sum_before" ] || { echo "the refused run changed its folder"; fail=1; }
 ./mmc train "$tmp/tiny" --backend ref --data "$tmp/text.bin" --steps 2 --quiet --out "$tmp/run" --force \
   || { echo "--force refused"; fail=1; }
 [ "$(wc -l <"$tmp/run/metrics.jsonl")" -eq 2 ] || { echo "--force did not replace the run"; fail=1; }
@@ -68,6 +70,26 @@ grep -q "bad.bin: byte 138: token id 400 is >= the model's vocab size 320" "$tmp
 python3 tests/make_byte_tokens.py $texts "$tmp/rows.bin" --row-length 65
 if ./mmc train "$tmp/tiny" --backend ref --data "$tmp/rows.bin" --steps 1 2>"$tmp/err"; then echo "wrong rows accepted"; fail=1; fi
 grep -q "rows of 65 tokens (seq 64) but the plan was compiled for seq 32" "$tmp/err" || { echo "unexpected: $(cat "$tmp/err")"; fail=1; }
+# a pad id no token can be, and a file whose every target is padding (its loss would be a
+# mean over nothing, nan), are refused before training; so is a FIFO, which would block
+python3 - "$tmp" <<'PY'
+import struct, sys
+def write(path, ids, pad):
+    open(path, "wb").write(b"mmctoken" + struct.pack("<IIQII", 1, 320, len(ids), 33, pad) + bytes(32) + struct.pack(f"<{len(ids)}H", *ids))
+write(f"{sys.argv[1]}/pad.bin", [5] * 33 * 8, 320)
+write(f"{sys.argv[1]}/allpad.bin", ([1] + [0] * 32) * 8, 0)
+write(f"{sys.argv[1]}/otherpad.bin", list(range(1, 34)) * 8, 7)
+PY
+mkfifo "$tmp/fifo.bin"
+for c in "--data $tmp/pad.bin:pad.bin: byte 28: pad id 320 is not below the vocab size 320" \
+         "--data $tmp/allpad.bin:allpad.bin: every target of its 8 rows is the pad id 0" \
+         "--data $tmp/fifo.bin:fifo.bin: is a FIFO; a token file must be a regular file" \
+         "--data $tmp/text.bin --val $tmp/fifo.bin:fifo.bin: is a FIFO; a token file must be a regular file" \
+         "--data $tmp:$tmp: is a folder; a token file must be a regular file" \
+         "--data $tmp/otherpad.bin:otherpad.bin: padded with id 7, but the model's pad id is 0"; do
+  if timeout 20 ./mmc train "$tmp/tiny" --backend ref ${c%%:*} --steps 1 --quiet 2>"$tmp/err"; then echo "${c%%:*} accepted"; fail=1; fi
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF -- "${c#*:}" "$tmp/err" || { echo "${c%%:*}: $(cat "$tmp/err")"; fail=1; }
+done
 # every command prints its usage with --help; a misspelt command or option gets the near one
 ./mmc train --help | grep -q "^usage: mmc train PLAN_DIR --data FILE" || { echo "train --help: no usage"; fail=1; }
 if ./mmc trian 2>"$tmp/err"; then echo "a misspelt command ran"; fail=1; fi
