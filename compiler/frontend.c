@@ -773,6 +773,13 @@ Graph *frontend_load(const FrontendOptions *opt) {
         sha256_update(&f.hash, opt->defines[i].value, strlen(opt->defines[i].value) + 1);
     }
     for (int i = 0; i < f.g->n_params; i++) f.g->params[i].node->dtype = f.g->params[i].node->compute = f.g->policy.master;
+    char *bad_setting = train_settings_check(&f.g->train); /* a value the update kernels cannot take */
+    if (bad_setting) {
+        char line[4096];
+        snprintf(line, sizeof line, "%s: train: %s", f.g->train.where ? f.g->train.where : opt->graph_path, bad_setting);
+        front_free(&f);
+        die("%s", line);
+    }
     front_free(&f);
     char hex[65];
     sha256_hex(&f.hash, hex);

@@ -35,7 +35,9 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
     case TK_REAL: {
         double v = strtod(text, &end);
         if (end == text || *end) return xasprintf("%s: '%s' is not a number", s->key, text);
-        if (!(v >= s->lo && v <= s->hi)) return xasprintf("%s: %s is outside [%g, %g]", s->key, text, s->lo, s->hi);
+        char lo[32], hi[32];
+        if (!(v >= s->lo && v <= s->hi))
+            return xasprintf("%s: %s is outside [%s, %s]", s->key, text, fmt_double(lo, s->lo), fmt_double(hi, s->hi));
         FIELD(t, s, double) = v;
         return NULL;
     }
@@ -55,4 +57,22 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
     }
     }
     return xasprintf("%s: unknown kind", s->key);
+}
+
+char *train_settings_check(const TrainConfig *t) {
+    for (int i = 0; i < n_train_settings; i++) {
+        StrBuf one = {0};
+        TrainConfig scratch = *t;
+        const TrainSetting *s = &train_settings[i];
+        char d[32];
+        switch (s->kind) {
+        case TK_REAL: sb_append(&one, fmt_double(d, *(const double *)((const char *)t + s->offset))); break;
+        case TK_INT: sb_printf(&one, "%d", *(const int *)((const char *)t + s->offset)); break;
+        case TK_SCHEDULE: sb_append(&one, lr_schedule_name(*(const LrSchedule *)((const char *)t + s->offset))); break;
+        }
+        char *err = train_setting_parse(&scratch, s, one.s);
+        sb_free(&one);
+        if (err) return err;
+    }
+    return NULL;
 }

@@ -61,5 +61,8 @@ void train_settings_print(struct StrBuf *o, const TrainConfig *t); /* " key=valu
 /* sets the setting of that key from its text; NULL, or what is wrong, a value outside its
  * range included (caller frees) */
 char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *text);
+/* NULL, or the first setting outside its range (caller frees): the frontend refuses what the
+ * plan reader would */
+char *train_settings_check(const TrainConfig *t);
 
 #endif
