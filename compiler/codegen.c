@@ -416,6 +416,9 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
         sb_append(&o, "\n");
         sb_append(&o, template_text("flash_attention.cuh"));
     }
+    /* the runtime compiles the kernels in several translation units at once, each the part
+     * above this line and some of the kernels below it (runtime/nvrtc_compile.c) */
+    sb_append(&o, "\n" KERNELS_MARKER "\n");
     sb_append(&o, k.s ? k.s : "");
     sb_free(&k);
     gen_free(&G);

@@ -7,6 +7,13 @@
 
 #include "ir.h"
 
+/* kernels.cu: the line between what every kernel needs (buffers, prelude, shared templates)
+ * and the kernels, each of which starts with a "// ---- NAME" line. The runtime compiles the
+ * kernels in several translation units at once, each the part above this line and a few of
+ * the kernels (runtime/nvrtc_compile.c). */
+#define KERNELS_MARKER "// ==== kernels: each compiles with the part above this line"
+#define KERNEL_START "\n// ---- "
+
 /*        enum        name       what it holds */
 #define MMC_BUFFERS(X)                                                                   \
     X(IO,      "io",      "input tensors the runtime fills each micro-step (ids, labels)") \

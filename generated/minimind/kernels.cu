@@ -973,6 +973,8 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
 
 } // namespace flash
 
+// ==== kernels: each compiles with the part above this line
+
 // ---- k000_embedding_sort: embedding_sort
 //   %917 embedding_sort %917 [32768] i32 stored
 //   %918 part %918 [6401] i32 stored
