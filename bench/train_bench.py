@@ -4,7 +4,9 @@ default eager rounding) in mmc beside PyTorch eager (autocast fp16 + GradScaler 
 and torch.compile with fused AdamW, at each batch size, seq 512, in one run on one GPU.
 
 mmc runs `mmc bench` twice per batch: with an empty kernel cache (NVRTC compiles, so its
-first step is a cold start) and again warm, with the per-kernel profile. PyTorch runs
+first step is a cold start) and again warm, with the per-kernel profile. At the first batch size
+mmc also runs amp_fp16 with rounding = "fused" (the policy file with that one line changed)
+and amp_bf16, so the table shows what each precision choice costs. PyTorch runs
 bench/torch_bench.py, one process per setup. Every setup: median of CUDA-event timings of
 at least 20 consecutive steps after a warm-up, tokens/s, MFU (FLOPs per token 6 N + 6 L T d
 against the H200's 989 TFLOP/s dense fp16), peak device memory (mmc: all it took; PyTorch:
@@ -49,6 +51,28 @@ def plan_config(plan_dir):
     sys.exit(f"bench: {plan_dir}/plan has no config line")
 
 
+def precision_variants(batch, a, env):
+    """mmc at this batch under amp_fp16 with rounding = "fused", and under amp_bf16"""
+    rows = []
+    with open(os.path.join(ROOT, "graphs", "policies", "amp_fp16.lua")) as f:
+        text = f.read()
+    fused = text.replace('rounding = "eager"', 'rounding = "fused"').replace('name = "amp_fp16"', 'name = "amp_fp16_fused"')
+    if fused == text:
+        sys.exit("bench: graphs/policies/amp_fp16.lua has no 'rounding = \"eager\"' line to change")
+    policy_file = os.path.join(ROOT, "build", "bench", "amp_fp16_fused.lua")
+    os.makedirs(os.path.dirname(policy_file), exist_ok=True)
+    with open(policy_file, "w") as f:
+        f.write(fused)
+    for setup, policy in (("mmc amp_fp16, rounding fused", policy_file), ("mmc amp_bf16", "amp_bf16")):
+        tag = setup.split()[-1] if "bf16" in setup else "fused"
+        plan = os.path.join(ROOT, "build", "bench", f"minimind_b{batch}_{tag}")
+        run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", "--policy", policy, "-o", plan, "--quiet"])
+        out = os.path.join(RESULTS, f"mmc_b{batch}_{tag}.json")
+        run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out], env)
+        rows.append(dict(load(out), setup=setup))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", default="64,32")
@@ -60,7 +84,8 @@ def main():
         sys.exit("bench: --steps must be at least 20")
     os.makedirs(RESULTS, exist_ok=True)
     rows = []
-    for batch in [int(b) for b in a.batches.split(",")]:
+    batches = [int(b) for b in a.batches.split(",")]
+    for batch in batches:
         plan = os.path.join(ROOT, "build", "bench", f"minimind_b{batch}")
         run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", "-o", plan, "--quiet"])
         cfg = plan_config(plan)
@@ -71,12 +96,16 @@ def main():
         warm_json = os.path.join(RESULTS, f"mmc_b{batch}.json")
         run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--profile", "--json", warm_json],
             env)
-        shutil.rmtree(cache, ignore_errors=True)
+        if batch != batches[0]:
+            shutil.rmtree(cache, ignore_errors=True)
         mmc = load(warm_json)
         mmc["first_step_cold_s"] = load(cold_json)["first_step_s"]
         mmc["first_step_warm_s"] = mmc["first_step_s"]
         flops = 6 * mmc["params"] + 6 * cfg["layers"] * cfg["seq"] * cfg["dim"]
         batch_rows = [dict(mmc, setup="mmc amp_fp16")]
+        if batch == batches[0]:
+            batch_rows += precision_variants(batch, a, env)
+            shutil.rmtree(cache, ignore_errors=True)
         if not a.no_torch:
             for mode in ("eager", "compile"):
                 out = os.path.join(RESULTS, f"torch_{mode}_b{batch}.json")
@@ -106,8 +135,10 @@ def main():
         first = (f"{r['first_step_cold_s']:.1f} s cold, {r['first_step_warm_s']:.2f} s warm" if "first_step_cold_s" in r
                  else f"{r['first_step_s']:.1f} s")
         ratio = f"{r['vs_torch_compile']:.2f}x" if "vs_torch_compile" in r else "-"
+        launches = (f"{r['launches_per_step']} ({r['launches_micro']} + {r['launches_update']} update)"
+                    if "launches_update" in r else f"{r['launches_per_step']}")
         print(f"| {r['setup']} | {r['batch']} | {r['tokens_per_s'] / 1e6:.3f} M | {r['ms_per_step']:.2f} | "
-              f"{100 * r['mfu']:.1f}% | {r['device_bytes'] / 2**30:.2f} | {r['launches_per_step']} | {first} | {ratio} |")
+              f"{100 * r['mfu']:.1f}% | {r['device_bytes'] / 2**30:.2f} | {launches} | {first} | {ratio} |")
 
 
 if __name__ == "__main__":

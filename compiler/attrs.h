@@ -40,7 +40,10 @@ typedef enum AttrSource {
     X(VOCAB,    vocab,        int64_t,     AK_I64,   "vocab",    AS_DERIVED,  "embedding_sort/_backward: rows of the weight") \
     X(INIT,     init,         const char *, AK_TEXT, "init",     AS_ARGUMENT, "param: initialiser, e.g. normal(0,0.02)") \
     X(GEN,      gen,          const char *, AK_TEXT, "gen",      AS_DERIVED,  "const: generator, e.g. rope_cos(512,64,1e6)") \
-    X(SLOT,     slot,         const char *, AK_TEXT, "slot",     AS_DERIVED,  "state: the slot's name in the step state")
+    X(SLOT,     slot,         const char *, AK_TEXT, "slot",     AS_DERIVED,  "state: the slot's name in the step state") \
+    X(AXIS,     axis,         int,         AK_INT,   "axis",     AS_DERIVED,  "slice, concat: 0 the first dim (rows of a weight), 1 the last") \
+    X(BEGIN,    begin,        int64_t,     AK_I64,   "begin",    AS_DERIVED,  "slice: the first index along the axis") \
+    X(SIZE,     size,         int64_t,     AK_I64,   "size",     AS_DERIVED,  "slice: how many indices along the axis")
 
 typedef enum AttrId {
 #define X(e, field, ctype, kind, key, source, doc) ATTR_##e,

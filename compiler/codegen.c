@@ -107,9 +107,27 @@ const char *ptr(Gen *G, const Node *n) {
     if (n->buffer < 0) die("internal error: %s is read from memory but has no buffer", node_label(n));
     G->declared[n->id] = 1;
     char *sh = shape_str(&n->shape);
-    sb_printf(&G->ptrs, "    %s *%s = (%s *)(b.%s + %lldL); // %s %s %s\n", dtype_cuda(n->dtype), s, dtype_cuda(n->dtype),
-              buffer_name(n->buffer), (long long)n->offset, node_label(n), sh, dtype_name(n->dtype));
+    const char *t = dtype_cuda(n->dtype);
+    if (n->ld) /* rows further apart than the last dim: the prelude's Strided view */
+        sb_printf(&G->ptrs, "    const Strided<%s, %lldL, %lldL> %s = {(%s *)(b.%s + %lldL)}; // %s %s %s, rows %lld apart\n", t,
+                  (long long)n->shape.dim[n->shape.rank - 1], (long long)n->ld, s, t, buffer_name(n->buffer),
+                  (long long)n->offset, node_label(n), sh, dtype_name(n->dtype), (long long)n->ld);
+    else
+        sb_printf(&G->ptrs, "    %s *%s = (%s *)(b.%s + %lldL); // %s %s %s\n", t, s, t, buffer_name(n->buffer),
+                  (long long)n->offset, node_label(n), sh, dtype_name(n->dtype));
     free(sh);
+    return s;
+}
+
+/* the plain pointer to a node's first element, for templates that walk rows themselves and
+ * are given the row stride (node_row_stride) */
+const char *ptr_raw(Gen *G, const Node *n) {
+    const char *p = ptr(G, n);
+    if (!n->ld) return p;
+    static char name[4][40];
+    static int next;
+    char *s = name[next++ & 3];
+    snprintf(s, sizeof name[0], "%s.p", p);
     return s;
 }
 
@@ -127,6 +145,9 @@ static int wide_dtype(DType t) { return t == DT_F16 || t == DT_BF16 || t == DT_F
 
 int wide_operand(const Node *x) {
     int64_t m = shape_numel(&x->shape);
+    if (x->ld) /* a strided view: eight elements must stay in a row and in 16-byte alignment */
+        return wide_dtype(x->dtype) && x->shape.dim[x->shape.rank - 1] % 8 == 0 && x->ld % 8 == 0 &&
+               x->offset % (8 * (int64_t)dtype_size(x->dtype)) == 0;
     return wide_dtype(x->dtype) && (m == 1 || m % 8 == 0);
 }
 
@@ -135,7 +156,7 @@ int wide_ok(const Gen *G, Node *const *nodes, int n, const Shape *space) {
     for (int i = 0; i < n; i++) {
         const Node *x = nodes[i];
         if (x->op == OP_PART) continue;
-        if (x->materialized && x->buffer >= 0 && !wide_dtype(x->dtype)) return 0;
+        if (x->materialized && x->buffer >= 0 && (!wide_dtype(x->dtype) || (x->ld && !wide_operand(x)))) return 0;
         for (int k = 0; k < x->n_in; k++) {
             const Node *in = x->in[k];
             if (in->group == G->gr->id) continue; /* computed in this kernel: a register */

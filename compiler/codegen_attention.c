@@ -20,6 +20,12 @@ static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
     return a->dtype == c;
 }
 
+/* an operand the flash kernels take dense, rows H * HD (or KV * HD) apart */
+static const char *flash_operand(Gen *G, const Node *n) {
+    if (n->ld) die("internal error: the flash kernels take %s dense, not with rows %lld apart", node_label(n), (long long)n->ld);
+    return ptr(G, n);
+}
+
 static const Shape *query_shape(const Node *a) { return &a->in[a->op == OP_ATTENTION ? 0 : 1]->shape; }
 
 void launch_attention(Gen *G, const Split *s) {
@@ -101,34 +107,39 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
     key(ks, "HD", "%lld", (long long)hd);
     key(ks, "SCALE", "%s", sc);
     key(ks, "CAUSAL", "%d", a->a.causal ? 1 : 0);
+    /* the exact kernels read and write through ld and st, which take strided views; the flash
+     * kernels walk rows themselves, and take v's and dv's row strides */
+    const char *(*at)(Gen *, const Node *) = flash ? flash_operand : ptr;
     if (flash) key(ks, "E", "%s", dtype_cuda(a->compute));
+    if (flash) key(ks, "VS", "%lldL", (long long)node_row_stride(a->in[fwd ? 2 : 3]));
+    if (flash && !fwd && !dq) key(ks, "DVS", "%lldL", (long long)node_row_stride(need_part(gr, 1)));
     if (fwd) {
-        key(ks, "Q", "%s", ptr(G, a->in[0]));
-        key(ks, "K", "%s", ptr(G, a->in[1]));
-        key(ks, "V", "%s", ptr(G, a->in[2]));
-        key(ks, "O", "%s", ptr(G, a));
+        key(ks, "Q", "%s", at(G, a->in[0]));
+        key(ks, "K", "%s", at(G, a->in[1]));
+        key(ks, "V", "%s", flash ? ptr_raw(G, a->in[2]) : ptr(G, a->in[2]));
+        key(ks, "O", "%s", at(G, a));
         Node *lse = part_of(gr, 1);
         if (flash) key(ks, "LSE", "%s", lse ? ptr(G, lse) : "(float *)0");
         else if (lse) key(ks, "STORE_LSE", "st(%s, bh * %lld + i, m + mmc_log(l));", ptr(G, lse), (long long)t);
         else key(ks, "STORE_LSE", "{}");
     } else if (dq) {
-        key(ks, "DO", "%s", ptr(G, a->in[0]));
-        key(ks, "Q", "%s", ptr(G, a->in[1]));
-        key(ks, "K", "%s", ptr(G, a->in[2]));
-        key(ks, "V", "%s", ptr(G, a->in[3]));
-        key(ks, "O", "%s", ptr(G, a->in[4]));
+        key(ks, "DO", "%s", at(G, a->in[0]));
+        key(ks, "Q", "%s", at(G, a->in[1]));
+        key(ks, "K", "%s", at(G, a->in[2]));
+        key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
+        key(ks, "O", "%s", at(G, a->in[4]));
         key(ks, "LSE", "%s", ptr(G, a->in[5]));
-        key(ks, "DQ", "%s", ptr(G, a));
+        key(ks, "DQ", "%s", at(G, a));
         key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
     } else {
-        key(ks, "DO", "%s", ptr(G, a->in[0]));
-        key(ks, "Q", "%s", ptr(G, a->in[1]));
-        key(ks, "K", "%s", ptr(G, a->in[2]));
-        key(ks, "V", "%s", ptr(G, a->in[3]));
+        key(ks, "DO", "%s", at(G, a->in[0]));
+        key(ks, "Q", "%s", at(G, a->in[1]));
+        key(ks, "K", "%s", at(G, a->in[2]));
+        key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
         key(ks, "LSE", "%s", ptr(G, a->in[4]));
         key(ks, "DSUM", "%s", ptr(G, a->in[5]));
-        key(ks, "DK", "%s", ptr(G, a));
-        key(ks, "DV", "%s", ptr(G, need_part(gr, 1)));
+        key(ks, "DK", "%s", at(G, a));
+        key(ks, "DV", "%s", flash ? ptr_raw(G, need_part(gr, 1)) : ptr(G, need_part(gr, 1)));
     }
     free(sc);
 }

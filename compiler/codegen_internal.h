@@ -52,6 +52,7 @@ void render(StrBuf *o, const char *tmpl_name, Keys *ks);
 char *literal(const Gen *G, double v);
 const char *rounder(const Gen *G, DType t); /* "" when no rounding applies */
 const char *ptr(Gen *G, const Node *n);
+const char *ptr_raw(Gen *G, const Node *n);
 char *index_for(const Node *x, const Shape *space);
 char *operand(Gen *G, const Node *x, const Shape *space);
 void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind);

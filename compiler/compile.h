@@ -21,6 +21,7 @@ typedef struct CompileOptions {
     int no_remat;           /* keep every forward value the backward pass reads (for comparing) */
     int remat_gemm_inputs;  /* also recompute values only GEMMs read: less memory, one more write */
     int forward_only;       /* no backward pass and no optimizer: a plan that computes the loss */
+    int no_merge;           /* every projection a GEMM of its own (for comparing with the merged plan) */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

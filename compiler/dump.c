@@ -20,6 +20,7 @@ void ir_dump(const Graph *g, const Program *p, const char *title, StrBuf *o) {
         if (n->name) sb_printf(o, "  %s", n->name);
         if (p && n->group >= 0) sb_printf(o, "  [%s]", p->groups[n->group]->kernel ? p->groups[n->group]->kernel : "?");
         if (p && n->buffer >= 0) sb_printf(o, "  {%s+%lld}", buffer_name(n->buffer), (long long)n->offset);
+        if (p && n->buffer >= 0 && n->ld) sb_printf(o, " {rows %lld apart}", (long long)n->ld);
         if (n->rule >= 0) sb_printf(o, "  rule %s", g->policy.rules[n->rule].where);
         if (n->where && *n->where) sb_printf(o, "  @ %s", n->where);
         sb_append(o, "\n");

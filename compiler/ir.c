@@ -114,3 +114,10 @@ const char *node_label(const Node *n) {
 }
 
 void ir_attrs(StrBuf *o, const Node *n) { attrs_print(o, &n->a, op_info[n->op].attrs); }
+
+int node_is_view(const Node *n) { return op_info[n->op].kind == OK_VIEW; }
+
+int64_t node_row_stride(const Node *n) {
+    if (n->ld) return n->ld;
+    return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1;
+}

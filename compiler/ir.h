@@ -35,13 +35,20 @@ struct Node {
     int explicit_cast; /* a cast written in the graph file, which rules never change */
     int param_index;   /* param: position in the parameter list, else -1 */
     int rule;          /* precision: index of the policy rule that decided it, else -1 */
+    int merged;        /* merge: MERGED_SLICE, a slice that was a GEMM of its own (a projection,
+                          a weight gradient); MERGED_GEMM, the GEMM that does their work */
     /* pass results */
     int group;        /* fusion: index of the kernel group, -1 for leaves */
     int materialized; /* memplan: the value is written to memory (not only kept in registers) */
     int buffer;       /* memplan: Buffer id */
     int64_t offset;   /* memplan: byte offset in the buffer */
+    int64_t ld;       /* memplan: elements from one row (last dim) to the next where they lie
+                         further apart than the last dim (a slice of the last dim, or an input of
+                         a concat along it); 0: dense */
     int mark;         /* scratch for passes */
 };
+
+enum { MERGED_SLICE = 1, MERGED_GEMM = 2 };
 
 typedef struct Param {
     Node *node;
@@ -122,6 +129,8 @@ char *shape_str(const Shape *s); /* "[4,32,64]" (caller frees) */
 int shape_is_suffix(const Shape *a, const Shape *b);
 
 const char *node_label(const Node *n); /* its name or "%<id>" */
+int node_is_view(const Node *n);        /* a slice or a concat: memory of other nodes, no code */
+int64_t node_row_stride(const Node *n); /* elements between its rows in memory: ld, or the last dim */
 struct StrBuf;
 void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" (attrs.h) */
 

@@ -13,6 +13,8 @@ char *shape_expand(Node *n);
 char *shape_sum_to(Node *n);
 char *shape_scalar(Node *n);
 char *shape_linear(Node *n);
+char *shape_slice(Node *n);
+char *shape_concat(Node *n);
 char *shape_linear_dx(Node *n);
 char *shape_linear_dw(Node *n);
 char *shape_embedding(Node *n);

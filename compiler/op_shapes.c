@@ -75,6 +75,36 @@ char *shape_scalar(Node *n) {
     return NULL;
 }
 
+/* slice(x) axis=0|1 begin size: x with dim 0 (axis 0) or its last dim (axis 1) cut to
+ * [begin, begin + size) */
+char *shape_slice(Node *n) {
+    const Shape *x = IN(0);
+    if (x->rank < 1 || (n->a.axis != 0 && n->a.axis != 1)) return mismatch(n, "axis must be 0 (the first dim) or 1 (the last)");
+    int d = n->a.axis ? x->rank - 1 : 0;
+    if (n->a.begin < 0 || n->a.size < 1 || n->a.begin > x->dim[d] - n->a.size)
+        return mismatch(n, "begin and size must lie inside the dim");
+    n->shape = *x;
+    n->shape.dim[d] = n->a.size;
+    return NULL;
+}
+
+/* concat(a, b, ...) axis=0|1: inputs of one dtype and rank, equal but in the axis' dim */
+char *shape_concat(Node *n) {
+    const Shape *x = IN(0);
+    if (n->n_in < 2 || x->rank < 1 || (n->a.axis != 0 && n->a.axis != 1))
+        return mismatch(n, "concat takes two or more tensors, along axis 0 (the first dim) or 1 (the last)");
+    int d = n->a.axis ? x->rank - 1 : 0;
+    n->shape = *x;
+    for (int k = 1; k < n->n_in; k++) {
+        const Shape *y = IN(k);
+        if (y->rank != x->rank || n->in[k]->dtype != n->in[0]->dtype) return mismatch(n, "inputs differ in rank or dtype");
+        for (int i = 0; i < x->rank; i++)
+            if (i != d && y->dim[i] != x->dim[i]) return mismatch(n, "inputs differ outside the axis");
+        n->shape.dim[d] += y->dim[d];
+    }
+    return NULL;
+}
+
 /* linear(x [..., K], W [N, K]) -> [..., N], as torch.nn.functional.linear without bias. */
 char *shape_linear(Node *n) {
     const Shape *x = IN(0), *w = IN(1);

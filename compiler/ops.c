@@ -216,6 +216,10 @@ const OpInfo op_info[OP_COUNT] = {
                  .templates = "sum_all.cu", .ref = ref_sums,
                  .doc = "sum of all elements"},
     [OP_PART] = {"part", 1, OK_PART, PC_NONE, .attrs = A(INDEX), .dtype = dtype_part, .doc = "an extra output of its input"},
+    [OP_SLICE] = {"slice", 1, OK_VIEW, PC_NONE, .attrs = A(AXIS) | A(BEGIN) | A(SIZE), .float_in = B(0), .shape = shape_slice,
+                  .dtype = dtype_of_first, .doc = "indices [begin, begin + size) of the first or the last dim, in place"},
+    [OP_CONCAT] = {"concat", -1, OK_VIEW, PC_NONE, .attrs = A(AXIS), .float_in = 0x3f, .shape = shape_concat,
+                   .dtype = dtype_of_first, .doc = "inputs side by side along the first or the last dim, each written in place"},
 };
 
 Op op_parse(const char *name) {

@@ -42,7 +42,9 @@
     X(CROSS_ENTROPY_BACKWARD,"cross_entropy_backward")  \
     X(SUM_TO,                "sum_to")                  \
     X(SUM_ALL,               "sum_all")                 \
-    X(PART,                  "part")
+    X(PART,                  "part")                    \
+    X(SLICE,                 "slice")                   \
+    X(CONCAT,                "concat")
 
 typedef enum Op {
 #define X(e, name) OP_##e,
@@ -57,6 +59,8 @@ typedef enum OpKind {
     OK_GEMM,        /* a cuBLASLt call */
     OK_ANCHOR,      /* a kernel template that elementwise neighbours may fuse into */
     OK_PART,        /* an extra output of a multi-output node */
+    OK_VIEW,        /* no code: a part of another value's memory (slice), or memory its
+                       inputs are written into side by side (concat); pass_merge makes them */
 } OpKind;
 
 typedef enum PrecClass {

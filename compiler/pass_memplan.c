@@ -3,7 +3,9 @@
  * loop; weight casts fill the `weights` buffer; the loss-gradient seed lives in the step
  * state; every other stored value gets an offset in one arena from its lifetime over
  * the schedule (first writer to last reader), so values that are never alive together
- * share bytes. */
+ * share bytes. Views take no bytes of their own: a slice lies in what it slices, and the
+ * inputs of a concat lie side by side in it (its rows ld elements apart, along the last dim),
+ * so each is alive as long as any of them is read. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "step_state.h"
 #include "util.h"
 
-enum { ALIGN = 256, PARAM_ALIGN_ELEMS = 16 };
+enum { ALIGN = 256 };
 
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
@@ -60,14 +62,68 @@ int64_t plan_intervals(Interval *iv, int n, int64_t align) {
     return align_up(total, align);
 }
 
+/* ---- views */
+
+/* x is read by group g: it, and what a view x is made of, stay alive until then */
+static void use(int *last_use, const Node *x, int g) {
+    if (g > last_use[x->id]) last_use[x->id] = g;
+    if (node_is_view(x))
+        for (int k = 0; k < x->n_in; k++) use(last_use, x->in[k], g);
+}
+
+/* where a concat's inputs lie in it: the byte offset of input k from the concat's start */
+static int64_t concat_part_offset(const Node *cat, int k) {
+    int64_t at = 0;
+    for (int j = 0; j < k; j++) {
+        const Node *x = cat->in[j];
+        at += cat->a.axis ? x->shape.dim[x->shape.rank - 1] * (int64_t)dtype_size(x->dtype) : node_bytes(x);
+    }
+    return at;
+}
+
+/* the inputs of a concat, once it is placed; fp32 weights were placed as parameters and
+ * must already lie side by side (pass_merge merges only such) */
+static void place_concat_inputs(Node *cat) {
+    for (int k = 0; k < cat->n_in; k++) {
+        Node *x = cat->in[k];
+        int64_t at = cat->offset + concat_part_offset(cat, k);
+        if (x->op == OP_PARAM) {
+            if (x->buffer != cat->buffer || x->offset != at) die("internal error: memplan: the weights of %s are not side by side", node_label(cat));
+            continue;
+        }
+        x->buffer = cat->buffer;
+        x->offset = at;
+        x->ld = cat->a.axis ? cat->shape.dim[cat->shape.rank - 1] : 0;
+        x->materialized = 1;
+    }
+}
+
+/* a slice lies in what it slices: the same rows further on (axis 0), or columns of them */
+static void place_slice(Node *s) {
+    Node *x = s->in[0];
+    if (!x->materialized || x->buffer < 0) die("internal error: memplan: %s slices a value that is not stored", node_label(s));
+    s->buffer = x->buffer;
+    s->materialized = 1;
+    int64_t esize = (int64_t)dtype_size(x->dtype);
+    if (s->a.axis == 0) {
+        if (x->ld) die("internal error: memplan: %s takes rows of a strided value", node_label(s));
+        s->offset = x->offset + s->a.begin * (shape_numel(&x->shape) / x->shape.dim[0]) * esize;
+        s->ld = 0;
+    } else {
+        s->offset = x->offset + s->a.begin * esize;
+        s->ld = node_row_stride(x);
+    }
+}
+
 /* ---- placement */
 
-static int stored(const Node *n, const int *last_use, const Graph *g) {
+static int stored(const Node *n, const int *last_use, const char *in_concat, const Graph *g) {
     if (n == g->loss || n->op == OP_GRAD_ACCUMULATE) return 1;
     /* the loss kernel's own extra outputs (cross-entropy's row statistics, which its last block
      * reads back, and the count of targets, which a forward-only plan's reader needs) */
     if (n->op == OP_PART && n->in[0] == g->loss) return 1;
     if (op_info[n->op].kind == OK_GEMM) return 1;
+    if (in_concat[n->id]) return 1;
     return last_use[n->id] > n->group;
 }
 
@@ -82,11 +138,17 @@ void pass_memplan(Graph *g, Program *p) {
     for (int i = 0; i < g->next_id; i++) last_use[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         Node *n = g->nodes[i];
+        n->ld = 0;
+        if (n->group < 0) continue; /* leaves, and views, which are read where they are used */
         for (int k = 0; k < n->n_in; k++) {
             Node *x = n->in[k];
-            if (x->group != n->group && n->group > last_use[x->id]) last_use[x->id] = n->group;
+            if (x->group != n->group) use(last_use, x, n->group);
         }
     }
+    char *in_concat = xcalloc((size_t)g->next_id, 1); /* placed inside a concat */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == OP_CONCAT)
+            for (int k = 0; k < g->nodes[i]->n_in; k++) in_concat[g->nodes[i]->in[k]->id] = 1;
     int64_t size[BUF_COUNT] = {0};
     /* parameters, in declaration order; grads and moments share the layout */
     size_t master = dtype_size(g->policy.master);
@@ -123,9 +185,38 @@ void pass_memplan(Graph *g, Program *p) {
             n->offset = (int64_t)offsetof(MmcStepState, loss_seed);
             n->materialized = 1;
             continue;
+        case OP_SLICE: continue; /* placed with what it slices, below */
+        case OP_CONCAT:
+            n->materialized = 1;
+            if (n->in[0]->op == OP_PARAM) { /* fp32 weights: the parameters themselves */
+                n->buffer = BUF_PARAMS;
+                n->offset = n->in[0]->offset;
+                continue;
+            }
+            if (!n->a.axis) { /* the cast weights, side by side in the weights buffer */
+                n->buffer = BUF_WEIGHTS;
+                n->offset = size[BUF_WEIGHTS];
+                size[BUF_WEIGHTS] = align_up(size[BUF_WEIGHTS] + node_bytes(n), ALIGN);
+                continue;
+            }
+            { /* gradients written side by side: alive from the first one's writer on */
+                int first = p->n_groups, last = last_use[n->id];
+                for (int k = 0; k < n->n_in; k++) {
+                    const Node *x = n->in[k];
+                    if (x->group < first) first = x->group;
+                    if (last_use[x->id] > last) last = last_use[x->id];
+                }
+                n->buffer = BUF_ARENA;
+                Interval x = {align_up(node_bytes(n), ALIGN), first, last < first ? first : last, 0};
+                vec_push(iv, n_iv, cap_iv, x);
+                vec_push(iv_node, n_ivn, cap_ivn, n);
+                p->arena_unplanned += x.size;
+            }
+            continue;
         default: break;
         }
-        if (!stored(n, last_use, g) && n != logits) continue;
+        if (in_concat[n->id]) continue; /* placed in the concat, below */
+        if (!stored(n, last_use, in_concat, g) && n != logits) continue;
         n->materialized = 1;
         if (n->op == OP_GRAD_ACCUMULATE) {
             n->buffer = BUF_GRADS;
@@ -146,6 +237,10 @@ void pass_memplan(Graph *g, Program *p) {
     }
     size[BUF_ARENA] = plan_intervals(iv, n_iv, ALIGN);
     for (int i = 0; i < n_iv; i++) iv_node[i]->offset = iv[i].offset;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i]->op == OP_CONCAT) place_concat_inputs(g->nodes[i]);
+        if (g->nodes[i]->op == OP_SLICE) place_slice(g->nodes[i]);
+    }
     /* the grad-norm kernel: one block per chunk of a parameter, partial sums in scratch */
     p->grad_chunk = 8192;
     p->n_chunks = 0;
@@ -156,4 +251,5 @@ void pass_memplan(Graph *g, Program *p) {
     free(iv);
     free(iv_node);
     free(last_use);
+    free(in_concat);
 }

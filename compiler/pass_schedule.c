@@ -45,8 +45,8 @@ static int on_side_stream(const Group *gr) {
     if (gr->kind != GK_ANCHOR || !gr->anchor || !op_info[gr->anchor->op].side_stream) return 0;
     for (int i = 0; i < gr->n_nodes; i++)
         for (int k = 0; k < gr->nodes[i]->n_in; k++) {
-            int from = gr->nodes[i]->in[k]->group;
-            if (from >= 0 && from != gr->id) return 0;
+            const Node *x = gr->nodes[i]->in[k];
+            if (node_is_view(x) || (x->group >= 0 && x->group != gr->id)) return 0;
         }
     return 1;
 }
@@ -58,6 +58,18 @@ static int goes_before(int i, int j, const char *side, const int *first) {
     return first[i] < first[j];
 }
 
+/* group b reads x: b depends on x's kernel, or on the kernels of what a view x is made of */
+static void depend(const Node *x, int b, int n, char *edge, int *indeg) {
+    if (node_is_view(x)) {
+        for (int k = 0; k < x->n_in; k++) depend(x->in[k], b, n, edge, indeg);
+        return;
+    }
+    int a = x->group;
+    if (a < 0 || a == b || edge[(size_t)a * n + b]) return;
+    edge[(size_t)a * n + b] = 1;
+    indeg[b]++;
+}
+
 void pass_schedule(Graph *g, Program *p) {
     int n = p->n_groups;
     int *first = xmalloc((size_t)n * sizeof(int)), *indeg = xcalloc((size_t)n, sizeof(int));
@@ -67,12 +79,7 @@ void pass_schedule(Graph *g, Program *p) {
         Node *x = g->nodes[i];
         if (x->group < 0) continue;
         if (first[x->group] < 0) first[x->group] = i;
-        for (int k = 0; k < x->n_in; k++) {
-            int a = x->in[k]->group, b = x->group;
-            if (a < 0 || a == b || edge[(size_t)a * n + b]) continue;
-            edge[(size_t)a * n + b] = 1;
-            indeg[b]++;
-        }
+        for (int k = 0; k < x->n_in; k++) depend(x->in[k], x->group, n, edge, indeg);
     }
     char *side = xcalloc((size_t)n, 1);
     for (int i = 0; i < n; i++) side[i] = (char)on_side_stream(p->groups[i]);

@@ -1,6 +1,6 @@
 /* passes: each pass takes the graph and rewrites it in place; `mmc compile --dump NAME`
  * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, remat,
- * fusion, schedule, memplan. */
+ * fusion, merge, schedule, memplan, launch. */
 #ifndef MMC_PASSES_H
 #define MMC_PASSES_H
 
@@ -8,12 +8,18 @@
 #include "program.h"
 #include "util.h"
 
+/* parameters start at multiples of this many elements of the flat buffers */
+enum { PARAM_ALIGN_ELEMS = 16 };
+
 void pass_precision(Graph *g);  /* dtypes from the policy's rules; casts inserted */
 void pass_autodiff(Graph *g);   /* backward nodes from the loss to every parameter */
 void pass_simplify(Graph *g);   /* no-op casts, cast chains, common subexpressions, dead nodes */
 /* backward copies of cheap forward values, instead of keeping them (gemm_inputs: also those
  * only GEMMs read, which the backward kernel then writes once more) */
 void pass_remat(Graph *g, int gemm_inputs);
+/* projections of one input as one GEMM, their weight gradients as one (pass_merge.c);
+ * after fusion, on the GEMMs' kernels */
+void pass_merge(Graph *g, Program *p);
 /* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own) */
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */

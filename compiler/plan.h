@@ -2,15 +2,17 @@
  * read and diff it: a header (format version, hash of the inputs, the SHA-256 of its
  * kernels.cu, graph, policy, config, training settings), the buffers, the parameters, the
  * leaf tensors, then the schedule: one `kernel` or `gemm` line per group followed by one
- * `op` line per node it computes. Every op line carries everything the ref backend needs to
- * execute it. The last lines are `content sha256=` (of every byte before it) and `end`:
+ * `op` line per node it computes, and a `view` line for each slice or concat once what it is
+ * made of is named (a view computes nothing: it names memory, rows ld= elements apart where
+ * they are further apart than the last dim). Every op line carries everything the ref backend
+ * needs to execute it. The last lines are `content sha256=` (of every byte before it) and `end`:
  * a plan changed after mmc compile wrote it, or cut, is refused. */
 #ifndef MMC_PLAN_H
 #define MMC_PLAN_H
 
 #include "program.h"
 
-#define MMC_PLAN_FORMAT 2
+#define MMC_PLAN_FORMAT 3
 
 char *plan_hash(const Graph *g, const char *options); /* of the frontend inputs, compile options, templates, format */
 /* the plan's text; `kernels` is the kernels.cu written beside it, whose SHA-256 it keeps */

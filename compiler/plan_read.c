@@ -201,7 +201,7 @@ static int is_sha256(const char *s) {
 
 /* The node fields every op line may have; the rest of its key=value words must be the
  * attributes its op uses (attrs.h), each present once. */
-static const char *const node_fields[] = {"in", "shape", "dtype", "compute", "at", "bwd", "name", NULL};
+static const char *const node_fields[] = {"in", "shape", "dtype", "compute", "at", "ld", "bwd", "name", NULL};
 
 static void read_attrs(Reader *r, const Line *l, Node *n) {
     unsigned mask = op_info[n->op].attrs, seen = 0, seen_fields = 0;
@@ -251,6 +251,10 @@ static void read_location(Reader *r, Node *n, const char *v) {
     if (b < 0) bad(r, "bad location '%s' (BUFFER+OFFSET)", v);
     int64_t offset = int_field(r, "offset", plus + 1, 0, MAX_BYTES);
     int64_t size = (int64_t)dtype_size(n->dtype), bytes = shape_numel(&n->shape) * size;
+    if (n->ld) { /* rows ld elements apart: from the first element to the end of the last row */
+        int64_t w = n->shape.dim[n->shape.rank - 1], rows = shape_numel(&n->shape) / w;
+        bytes = ((rows - 1) * n->ld + w) * size;
+    }
     if (offset % size) bad(r, "at=%s: the offset is not a multiple of %s's %lld bytes", v, dtype_name(n->dtype), (long long)size);
     if (offset + bytes > r->pl->p->buffer_bytes[b])
         bad(r, "at=%s: its %lld bytes end at %lld, past the %lld bytes of buffer %s", v, (long long)bytes,
@@ -357,6 +361,51 @@ static void check_leaf(Reader *r, const Node *n) {
         bad(r, "the state leaf is the f32 loss_seed at state+%d", (int)offsetof(MmcStepState, loss_seed));
 }
 
+/* ld=N: rows N elements apart, more than the last dim of a value of two or more dims */
+static void read_row_stride(Reader *r, Node *n, const char *v) {
+    if (n->shape.rank < 2) bad(r, "ld=%s on a value of %d dims (rows of a value of two or more)", v, n->shape.rank);
+    int64_t w = n->shape.dim[n->shape.rank - 1];
+    n->ld = int_field(r, "ld", v, w + 1, IR_MAX_NUMEL);
+}
+
+/* a view names the memory of what it is made of: a slice lies where its rows or columns lie
+ * in its input, and each input of a concat lies side by side in it */
+static void check_view(Reader *r, const Node *n) {
+    const OpInfo *info = &op_info[n->op];
+    if (info->n_in >= 0 && n->n_in != info->n_in) bad(r, "%s takes %d inputs, got %d", info->name, info->n_in, n->n_in);
+    Node copy = *n;
+    char *err = ir_infer_shape(&copy);
+    if (err) bad(r, "%s", err);
+    if (!shape_eq(&copy.shape, &n->shape))
+        bad(r, "%s: shape %s, but its inputs give %s", info->name, shape_text(&n->shape), shape_text(&copy.shape));
+    if (n->dtype != n->in[0]->dtype || n->compute != n->dtype) bad(r, "%s: a view has its input's dtype and computes nothing", info->name);
+    if (!n->materialized) bad(r, "%s without at=", info->name);
+    int64_t esize = (int64_t)dtype_size(n->dtype);
+    if (n->op == OP_SLICE) {
+        const Node *x = n->in[0];
+        int64_t at = x->offset, ld = 0;
+        if (n->a.axis == 0) {
+            if (x->ld) bad(r, "slice: rows of %%%d, whose rows are apart (ld=)", x->id);
+            at += n->a.begin * (shape_numel(&x->shape) / x->shape.dim[0]) * esize;
+        } else {
+            at += n->a.begin * esize, ld = node_row_stride(x);
+        }
+        if (!x->materialized || n->buffer != x->buffer || n->offset != at || n->ld != ld)
+            bad(r, "slice: at=%s+%lld ld=%lld, but it lies at %s+%lld with ld=%lld in %%%d", buffer_name(n->buffer), (long long)n->offset,
+                (long long)n->ld, buffer_name(x->buffer), (long long)at, (long long)ld, x->id);
+        return;
+    }
+    if (n->ld) bad(r, "concat: ld= on a concat (its rows are dense)");
+    int64_t at = n->offset;
+    for (int k = 0; k < n->n_in; k++) {
+        const Node *x = n->in[k];
+        int64_t ld = n->a.axis ? n->shape.dim[n->shape.rank - 1] : 0;
+        if (!x->materialized || x->buffer != n->buffer || x->offset != at || x->ld != ld)
+            bad(r, "concat: input %d (%%%d) must lie at %s+%lld with ld=%lld", k + 1, x->id, buffer_name(n->buffer), (long long)at, (long long)ld);
+        at += n->a.axis ? x->shape.dim[x->shape.rank - 1] * esize : shape_numel(&x->shape) * esize;
+    }
+}
+
 static Node *read_node(Reader *r, const Line *l, Group *gr) {
     Plan *pl = r->pl;
     need_buffers(r);
@@ -364,7 +413,8 @@ static Node *read_node(Reader *r, const Line *l, Group *gr) {
     int64_t id = node_id_field(r, l->words[1]);
     Op op = op_parse(l->words[2]);
     if (op == OP_COUNT) bad(r, "unknown op '%s'", l->words[2]);
-    if ((op_info[op].kind == OK_LEAF) != !gr) bad(r, "%s on %s line", op_info[op].name, gr ? "an op" : "a leaf");
+    const char *want = op_info[op].kind == OK_LEAF ? "leaf" : op_info[op].kind == OK_VIEW ? "view" : "op";
+    if (strcmp(l->words[0], want)) bad(r, "%s on %s %s line", op_info[op].name, l->words[0][0] == 'o' ? "an" : "a", l->words[0]);
     if (node_by_id(pl, id)) bad(r, "node %s defined twice", l->words[1]);
     Node *n = xcalloc(1, sizeof *n);
     n->id = (int)id;
@@ -398,9 +448,12 @@ static Node *read_node(Reader *r, const Line *l, Group *gr) {
         if (strcmp(v, "1")) bad(r, "bwd=%s (bwd=1 marks a node of the backward pass)", v);
         n->backward = 1;
     }
+    if ((v = field(l, "ld"))) read_row_stride(r, n, v);
     if ((v = field(l, "at"))) read_location(r, n, v);
+    else if (n->ld) bad(r, "ld= without at=");
     if (gr) group_add(gr, n);
     if (gr) check_op(r, gr, n);
+    else if (node_is_view(n)) check_view(r, n);
     else check_leaf(r, n);
     if (id >= pl->n_ids) {
         int old = pl->n_ids;
@@ -898,6 +951,8 @@ Plan *plan_read(const char *text, const char *path) {
             if (!g->loss->materialized || g->loss->shape.rank) bad(&r, "the loss %s is not a stored scalar", l.words[1]);
         } else if (!strcmp(w, "kernel") || !strcmp(w, "gemm")) {
             cur = read_group(&r, &l);
+        } else if (!strcmp(w, "view")) {
+            read_node(&r, &l, NULL);
         } else if (!strcmp(w, "op")) {
             if (!cur) bad(&r, "op line outside a kernel");
             Node *n = read_node(&r, &l, cur);

@@ -66,6 +66,7 @@ static void node_line(StrBuf *o, const char *word, const Node *n) {
     sb_printf(o, " dtype=%s", dtype_name(n->dtype));
     if (n->compute != DT_NONE && n->compute != n->dtype) sb_printf(o, " compute=%s", dtype_name(n->compute));
     ir_attrs(o, n);
+    if (n->ld) sb_printf(o, " ld=%lld", (long long)n->ld);
     if (n->materialized && n->buffer >= 0) sb_printf(o, " at=%s+%lld", buffer_name(n->buffer), (long long)n->offset);
     if (n->backward) sb_append(o, " bwd=1");
     if (n->name) sb_printf(o, " name=%s", n->name);
@@ -88,6 +89,24 @@ static void model_lines(StrBuf *o, const Graph *g) {
         sb_append(o, json_file_names[j]);
         for (int i = 0; i < g->json[j].n; i++) sb_printf(o, " %s=%s", g->json[j].f[i].key, g->json[j].f[i].json);
         sb_append(o, "\n");
+    }
+}
+
+/* the view lines whose inputs are all written, after the leaves and after each kernel: a
+ * plan names each node before any line reads it */
+static void view_lines(StrBuf *o, Node *const *views, int n_views, char *written) {
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; i < n_views; i++) {
+            const Node *n = views[i];
+            if (written[n->id]) continue;
+            int ready = 1;
+            for (int k = 0; k < n->n_in; k++) ready &= written[n->in[k]->id];
+            if (!ready) continue;
+            node_line(o, "view", n);
+            written[n->id] = 1;
+            again = 1;
+        }
     }
 }
 
@@ -122,8 +141,14 @@ char *plan_write(const Graph *g, const Program *p, const char *kernels) {
         if (pa->alias) sb_printf(&o, " alias=%s", pa->alias);
         sb_append(&o, "\n");
     }
+    char *written = xcalloc((size_t)g->next_id, 1);
+    Node **views = NULL;
+    int n_views = 0, cap_views = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (op_info[g->nodes[i]->op].kind == OK_LEAF) node_line(&o, "leaf", g->nodes[i]);
+        if (node_is_view(g->nodes[i])) vec_push(views, n_views, cap_views, g->nodes[i]);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (op_info[g->nodes[i]->op].kind == OK_LEAF) node_line(&o, "leaf", g->nodes[i]), written[g->nodes[i]->id] = 1;
+    view_lines(&o, views, n_views, written);
     for (int i = 0; i < p->n_groups; i++) {
         const Group *gr = p->groups[i];
         const char *kind = gr->kind == GK_GEMM ? "gemm" : "kernel";
@@ -138,8 +163,11 @@ char *plan_write(const Graph *g, const Program *p, const char *kernels) {
         }
         if (gr->anchor) sb_printf(&o, " anchor=%%%d", gr->anchor->id);
         sb_append(&o, "\n");
-        for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]);
+        for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]), written[gr->nodes[k]->id] = 1;
+        view_lines(&o, views, n_views, written);
     }
+    free(written);
+    free(views);
     sb_printf(&o, "loss %%%d\n", g->loss->id);
     char *sealed = plan_seal(o.s);
     sb_free(&o);

@@ -74,15 +74,22 @@ char *compile_report(const Graph *g, const Program *p, const char *out_dir) {
     sb_printf(&o, "\nprecision: %d casts from rules, %d written in the graph, %d in the backward pass\n", n_casts_rule,
               n_casts_graph, n_casts_bwd);
     sb_printf(&o, "  %-46s %-14s %-8s %-8s %s\n", "node", "op", "compute", "storage", "decided by");
+    /* the projections are listed as the graph file wrote them; the GEMMs they run as follow */
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
-        if (n->backward || op_info[n->op].kind == OK_LEAF || n->op == OP_PART) continue;
+        if (n->backward || op_info[n->op].kind == OK_LEAF || n->op == OP_PART || n->op == OP_CONCAT || n->merged == MERGED_GEMM)
+            continue;
+        const char *op = n->merged == MERGED_SLICE ? op_info[n->in[0]->op].name : op_info[n->op].name;
         const char *why = n->rule >= 0 ? g->policy.rules[n->rule].where
                           : n->op == OP_CAST ? (n->explicit_cast ? "the graph" : "rule (input cast)")
                                              : "native promotion";
-        sb_printf(&o, "  %-46s %-14s %-8s %-8s %s\n", node_label(n), op_info[n->op].name, dtype_name(n->compute),
-                  dtype_name(n->dtype), why);
+        sb_printf(&o, "  %-46s %-14s %-8s %-8s %s\n", node_label(n), op, dtype_name(n->compute), dtype_name(n->dtype), why);
     }
+    int merged = 0;
+    for (int i = 0; i < g->n_nodes; i++) merged += g->nodes[i]->merged == MERGED_GEMM;
+    if (merged) sb_printf(&o, "\nmerged: %d GEMMs each do the work of several (mmc compile --no-merge keeps them apart)\n", merged);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->merged == MERGED_GEMM) sb_printf(&o, "  %s\n", node_label(g->nodes[i]));
     sb_append(&o, "\nmemory: arena ");
     bytes(&o, p->buffer_bytes[BUF_ARENA]);
     sb_append(&o, " planned vs ");

@@ -156,7 +156,8 @@ int cmd_bench(int argc, char **argv) {
     double median = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     int64_t device_bytes = b->probe->device_bytes(b);
     int acc = g->train.accumulation;
-    int launches = b->probe->launches(b, PHASE_MICRO) * acc + b->probe->launches(b, PHASE_UPDATE);
+    int micro = b->probe->launches(b, PHASE_MICRO), update = b->probe->launches(b, PHASE_UPDATE);
+    int launches = micro * acc + update;
     int64_t params = 0, tokens = 0, batch = 0, seq = 0;
     for (int i = 0; i < g->n_params; i++) params += shape_numel(&g->params[i].node->shape);
     for (int i = 0; i < g->n_nodes && !tokens; i++)
@@ -168,9 +169,9 @@ int cmd_bench(int argc, char **argv) {
         }
     double tok_s = (double)tokens / (median * 1e-3);
     printf("mmc %s (%s, batch %lld, seq %lld): %.2f ms/step (min %.2f, max %.2f over %lld steps), %.3f M tokens/s, "
-           "%.2f GiB of device memory, %d kernel launches a step, first step after %.2f s\n",
+           "%.2f GiB of device memory, %d kernel launches a step (%d a micro-step, %d in the update), first step after %.2f s\n",
            dir, g->policy.name, (long long)batch, (long long)seq, median, ms[0], ms[steps - 1], (long long)steps, tok_s / 1e6,
-           (double)device_bytes / (1 << 30), launches, first_step_s);
+           (double)device_bytes / (1 << 30), launches, micro, update, first_step_s);
 
     Row *rows = NULL;
     int n_rows = 0;
@@ -224,10 +225,11 @@ int cmd_bench(int argc, char **argv) {
         sb_printf(&o, "{\"setup\": \"mmc\", \"plan\": \"%s\", \"policy\": \"%s\", \"rounding\": \"%s\", \"batch\": %lld, "
                       "\"seq\": %lld, \"accumulation\": %d, \"tokens_per_step\": %lld, \"params\": %lld, \"steps\": %lld, "
                       "\"ms_per_step\": %.4f, \"ms_min\": %.4f, \"ms_max\": %.4f, \"tokens_per_s\": %.1f, "
-                      "\"device_bytes\": %lld, \"launches_per_step\": %d, \"first_step_s\": %.3f",
+                      "\"device_bytes\": %lld, \"launches_per_step\": %d, \"launches_micro\": %d, \"launches_update\": %d, "
+                      "\"first_step_s\": %.3f",
                   dir, g->policy.name, g->policy.round_eager ? "eager" : "fused", (long long)batch, (long long)seq, acc,
                   (long long)tokens, (long long)params, (long long)steps, median, ms[0], ms[steps - 1], tok_s,
-                  (long long)device_bytes, launches, first_step_s);
+                  (long long)device_bytes, launches, micro, update, first_step_s);
         if (show_profile) {
             sb_printf(&o, ", \"profile_ms\": %.4f, \"kernels\": [", total);
             for (int i = 0; i < n_rows; i++)

@@ -10,7 +10,9 @@
  * but for the plan's stream=1 kernels (one-block kernels that read only the step's inputs):
  * those go on a side stream forked at the phase's start and joined before their first
  * consumer, so they run beside the others; after a first run each phase is captured as a
- * CUDA graph (the side stream joins the capture through the fork event) and replayed. */
+ * CUDA graph (the side stream joins the capture through the fork event) and replayed.
+ * kernels.cu compiles as several translation units at once (runtime/nvrtc_compile.c), one
+ * cubin and one library each; a kernel is looked up in the library of its unit. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -53,7 +55,8 @@ typedef struct Cuda {
     cudaEvent_t *side_done; /* by group: recorded on `side` after a stream=1 group; else NULL */
     char *unjoined;         /* by group: a side group `stream` has not waited for yet */
     char *buf[BUF_COUNT]; /* device memory; also the kernels' MmcBuffers argument, in order */
-    cudaLibrary_t lib;
+    cudaLibrary_t *lib;   /* by translation unit of kernels.cu */
+    int n_lib;
     cudaKernel_t *kernel; /* by group; NULL for GEMMs */
     Gemm *gemm;           /* by group */
     cublasLtHandle_t lt;
@@ -117,12 +120,15 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     cublasOperation_t op_second = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "transa");
     LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "transb");
-    /* our B as stored: [n,k] row-major = k x n column-major (ld k), or [k,n] = n x k (ld n) */
+    /* our B as stored: [n,k] row-major = k x n column-major (ld k), or [k,n] = n x k (ld n);
+     * the leading dimension is a row-major row's stride, wider for a strided view (a
+     * projection's columns of a merged GEMM's output, or its gradient's of a concat) */
     uint64_t b_rows = s.trans_b ? (uint64_t)s.k : (uint64_t)s.n, b_cols = s.trans_b ? (uint64_t)s.n : (uint64_t)s.k;
     uint64_t a_rows = s.trans_a ? (uint64_t)s.m : (uint64_t)s.k, a_cols = s.trans_a ? (uint64_t)s.k : (uint64_t)s.m;
-    LT_CHECK(cublasLtMatrixLayoutCreate(&g->a, cuda_type(s.b->dtype), b_rows, b_cols, (int64_t)b_rows), "layout B");
-    LT_CHECK(cublasLtMatrixLayoutCreate(&g->b, cuda_type(s.a->dtype), a_rows, a_cols, (int64_t)a_rows), "layout A");
-    LT_CHECK(cublasLtMatrixLayoutCreate(&g->c, cuda_type(n->dtype), (uint64_t)s.n, (uint64_t)s.m, s.n), "layout C");
+    int64_t ld_b = node_row_stride(s.b), ld_a = node_row_stride(s.a), ld_c = node_row_stride(n);
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->a, cuda_type(s.b->dtype), b_rows, b_cols, ld_b), "layout B");
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->b, cuda_type(s.a->dtype), a_rows, a_cols, ld_a), "layout A");
+    LT_CHECK(cublasLtMatrixLayoutCreate(&g->c, cuda_type(n->dtype), (uint64_t)s.n, (uint64_t)s.m, ld_c), "layout C");
     cublasLtMatmulHeuristicResult_t result;
     if (!heuristic(c, g, 1, &result))
         die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n, (long long)s.k);
@@ -131,6 +137,11 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
                            c->prop.name, c->prop.major, c->prop.minor, cublasLtGetVersion(), (long long)s.m, (long long)s.n,
                            (long long)s.k, s.trans_a, s.trans_b, (int)s.a->dtype, (int)s.b->dtype, (int)n->dtype, (int)compute,
                            (int)WORKSPACE_BYTES);
+    if (ld_a != (int64_t)a_rows || ld_b != (int64_t)b_rows || ld_c != s.n) { /* strided: another choice of algorithm */
+        char *dense = what;
+        what = xasprintf("%s ld=%lld,%lld,%lld", dense, (long long)ld_a, (long long)ld_b, (long long)ld_c);
+        free(dense);
+    }
     Sha256 h;
     sha256_init(&h);
     sha256_update(&h, what, strlen(what));
@@ -446,7 +457,8 @@ static void cuda_destroy(Backend *b) {
     for (int i = 0; i < BUF_COUNT; i++) cudaFree(c->buf[i]);
     cudaFree(c->workspace);
     cublasLtDestroy(c->lt);
-    cudaLibraryUnload(c->lib);
+    for (int i = 0; i < c->n_lib; i++) cudaLibraryUnload(c->lib[i]);
+    free(c->lib);
     cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
     free(c->kernel), free(c->gemm), free(c);
@@ -498,11 +510,22 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
     char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
-    size_t size;
-    int hit;
-    void *cubin = nvrtc_compile_cached(src, pl->path, arch, &size, &hit);
-    CUDA_CHECK(cudaLibraryLoadData(&c->lib, cubin, NULL, NULL, 0, NULL, NULL, 0), "load the cubin");
-    free(cubin), free(src);
+    char *dir = path_dirname(pl->path), *name = path_join(dir, "kernels.cu");
+    KernelUnits units = kernel_units(src);
+    KernelCubins cubins = nvrtc_compile_units(&units, name, arch, 1);
+    c->n_lib = cubins.n;
+    c->lib = xcalloc((size_t)c->n_lib, sizeof *c->lib);
+    for (int i = 0; i < c->n_lib; i++)
+        CUDA_CHECK(cudaLibraryLoadData(&c->lib[i], cubins.cubin[i], NULL, NULL, 0, NULL, NULL, 0), "load a cubin");
+    char how[96] = "from the cache";
+    if (cubins.cached < cubins.n) {
+        char count[32] = "";
+        if (cubins.cached) snprintf(count, sizeof count, "%d of ", cubins.n - cubins.cached);
+        snprintf(how, sizeof how, "compiled by NVRTC (%s%d units, %d threads, %.1f s)", count, cubins.n, cubins.threads,
+                 cubins.seconds);
+    }
+    kernel_cubins_free(&cubins);
+    free(src), free(dir);
     Program *p = pl->p;
     c->kernel = xcalloc((size_t)p->n_groups, sizeof *c->kernel);
     c->gemm = xcalloc((size_t)p->n_groups, sizeof *c->gemm);
@@ -518,16 +541,20 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
             make_gemm(c, &c->gemm[i], gr->anchor);
             continue;
         }
-        CUDA_CHECK(cudaLibraryGetKernel(&c->kernel[i], c->lib, gr->kernel), gr->kernel);
+        int unit = kernel_unit(&units, gr->kernel);
+        if (unit < 0) die("%s: no kernel %s, which the plan launches", name, gr->kernel);
+        CUDA_CHECK(cudaLibraryGetKernel(&c->kernel[i], c->lib[unit], gr->kernel), gr->kernel);
         if (gr->smem > 48 * 1024)
             CUDA_CHECK(cudaFuncSetAttribute((const void *)c->kernel[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gr->smem),
                        gr->kernel);
     }
+    kernel_units_free(&units);
+    free(name);
     CUDA_CHECK(cudaStreamSynchronize(c->stream), "setup");
     int64_t total = WORKSPACE_BYTES;
     for (int i = 0; i < BUF_COUNT; i++) total += p->buffer_bytes[i];
     if (!getenv("MMC_QUIET"))
         fprintf(stderr, "mmc: cuda: %s (%s), kernels %s, %.2f GiB of buffers\n", c->prop.name, arch,
-                hit ? "from the cache" : "compiled by NVRTC", (double)total / (1 << 30));
+                how, (double)total / (1 << 30));
     return &c->base;
 }

@@ -5,19 +5,23 @@
 #include "nvrtc_compile.h"
 
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "plan.h"
+#include "program.h"
 #include "util.h"
 
 static const char *const base_options[] = {"-std=c++17", "-default-device"};
 
 /* cuda_fp16.h and cuda_bf16.h come from the toolkit: $MMC_CUDA_INCLUDE, else
- * $CUDA_HOME/include, else /usr/local/cuda/include. */
+ * $CUDA_HOME/include, else /usr/local/cuda/include. Made once, before any compile thread
+ * starts (nvrtc_compile_units), so the threads only read it. */
 static const char *include_option(void) {
     static char *opt;
     if (opt) return opt;
@@ -39,7 +43,8 @@ char *mmc_cache_dir(void) {
     return xasprintf("%s/.cache/mmc", home && *home ? home : "/tmp");
 }
 
-void *nvrtc_compile_cached(const char *source, const char *source_name, const char *arch, size_t *size, int *hit) {
+/* the cache file of a source's cubin: a hash of the source, arch, NVRTC version and options */
+static char *cache_path(const char *dir, const char *source, const char *arch) {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     Sha256 h;
@@ -52,12 +57,23 @@ void *nvrtc_compile_cached(const char *source, const char *source_name, const ch
         sha256_update(&h, base_options[i], strlen(base_options[i]) + 1);
     char hex[65];
     sha256_hex(&h, hex);
-    char *dir = mmc_cache_dir();
-    char *path = xasprintf("%s/%s.cubin", dir, hex);
+    return xasprintf("%s/%s.cubin", dir, hex);
+}
+
+/* the cached cubin, or NULL */
+static void *cache_read(const char *path, size_t *size) {
     void *cubin = try_read_file(path, size);
-    *hit = cubin != NULL && *size > 0;
+    if (cubin && *size > 0) return cubin;
+    free(cubin);
+    return NULL;
+}
+
+void *nvrtc_compile_cached(const char *source, const char *source_name, const char *arch, size_t *size, int *hit) {
+    char *dir = mmc_cache_dir();
+    char *path = cache_path(dir, source, arch);
+    void *cubin = cache_read(path, size);
+    *hit = cubin != NULL;
     if (!*hit) {
-        free(cubin);
         cubin = nvrtc_compile(source, source_name, arch, size);
         make_dirs(dir);
         write_file_atomic(path, cubin, *size);
@@ -104,10 +120,16 @@ static char *annotate_log(const char *src, const char *source_name, const char *
     return o.s ? o.s : xstrdup("");
 }
 
-void *nvrtc_compile(const char *source, const char *source_name, const char *arch, size_t *size) {
+/* One program: the cubin, or NULL with *error set to the message to die with (NVRTC's log
+ * annotated with kernel names). It never dies itself, so a compile thread can call it:
+ * every NVRTC call here is on the program it made. */
+static void *compile_program(const char *source, const char *source_name, const char *arch, size_t *size, char **error) {
+    *error = NULL;
     nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, source, source_name, 0, NULL, NULL) != NVRTC_SUCCESS)
-        die("%s: NVRTC could not create a program", source_name);
+    if (nvrtcCreateProgram(&prog, source, source_name, 0, NULL, NULL) != NVRTC_SUCCESS) {
+        *error = xasprintf("%s: NVRTC could not create a program", source_name);
+        return NULL;
+    }
     char *archopt = xasprintf("--gpu-architecture=%s", arch);
     const char *opts[8];
     int n = 0;
@@ -115,25 +137,257 @@ void *nvrtc_compile(const char *source, const char *source_name, const char *arc
     for (size_t i = 0; i < sizeof base_options / sizeof base_options[0]; i++) opts[n++] = base_options[i];
     opts[n++] = include_option();
     nvrtcResult rc = nvrtcCompileProgram(prog, n, opts);
-    size_t log_size = 0;
-    nvrtcGetProgramLogSize(prog, &log_size);
-    char *log = xmalloc(log_size + 1);
-    log[0] = 0;
-    if (log_size > 1) nvrtcGetProgramLog(prog, log);
-    if (rc != NVRTC_SUCCESS) {
-        char *ann = annotate_log(source, source_name, log);
-        die("%s: NVRTC failed for %s (%s):\n%s", source_name, arch, nvrtcGetErrorString(rc), ann);
-    }
-    free(log);
-    size_t cubin_size = 0;
-    if (nvrtcGetCUBINSize(prog, &cubin_size) != NVRTC_SUCCESS || cubin_size == 0)
-        die("%s: NVRTC produced no cubin for %s", source_name, arch);
-    void *cubin = xmalloc(cubin_size);
-    nvrtcGetCUBIN(prog, cubin);
-    nvrtcDestroyProgram(&prog);
     free(archopt);
+    void *cubin = NULL;
+    size_t cubin_size = 0;
+    if (rc != NVRTC_SUCCESS) {
+        size_t log_size = 0;
+        nvrtcGetProgramLogSize(prog, &log_size);
+        char *log = xmalloc(log_size + 1);
+        log[0] = 0;
+        if (log_size > 1) nvrtcGetProgramLog(prog, log);
+        char *ann = annotate_log(source, source_name, log);
+        *error = xasprintf("%s: NVRTC failed for %s (%s):\n%s", source_name, arch, nvrtcGetErrorString(rc), ann);
+        free(ann), free(log);
+    } else if (nvrtcGetCUBINSize(prog, &cubin_size) != NVRTC_SUCCESS || cubin_size == 0) {
+        *error = xasprintf("%s: NVRTC produced no cubin for %s", source_name, arch);
+    } else {
+        cubin = xmalloc(cubin_size);
+        nvrtcGetCUBIN(prog, cubin);
+    }
+    nvrtcDestroyProgram(&prog);
     *size = cubin_size;
     return cubin;
+}
+
+void *nvrtc_compile(const char *source, const char *source_name, const char *arch, size_t *size) {
+    char *error;
+    void *cubin = compile_program(source, source_name, arch, size, &error);
+    if (!cubin) die("%s", error);
+    return cubin;
+}
+
+/* ---- the split into translation units */
+
+/* A kernel's entry with no code (a GEMM's, which cuBLASLt runs): blank and // lines only. */
+static int comment_only(const char *s, size_t len) {
+    const char *p = s, *end = s + len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+        if (p == end) break;
+        if (end - p < 2 || p[0] != '/' || p[1] != '/') return 0;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    return 1;
+}
+
+/* The end of the shared part: where the first kernel after the marker line starts (its
+ * "\n// ---- "), so the marker line and anything before that kernel go to every unit; or
+ * NULL for a source without the marker or without kernels. */
+static const char *shared_end(const char *source) {
+    const char *m = strstr(source, KERNELS_MARKER);
+    while (m && m != source && m[-1] != '\n') m = strstr(m + 1, KERNELS_MARKER);
+    if (!m) return NULL;
+    const char *nl = strchr(m, '\n');
+    return nl ? strstr(nl, KERNEL_START) : NULL;
+}
+
+static void one_unit(KernelUnits *u, const char *source) {
+    u->n = 1;
+    u->source = xcalloc(1, sizeof *u->source);
+    u->source[0] = xstrdup(source);
+}
+
+KernelUnits kernel_units(const char *source) {
+    KernelUnits u = {0};
+    const char *head = shared_end(source);
+    if (!head) {
+        one_unit(&u, source);
+        return u;
+    }
+    /* the kernels with code: where each starts and how long it is */
+    const char **start = NULL;
+    size_t *len = NULL;
+    int cap = 0, cap_len = 0, n_len = 0;
+    for (const char *p = head; p;) {
+        const char *next = strstr(p + 1, KERNEL_START);
+        size_t n = next ? (size_t)(next - p) : strlen(p);
+        if (!comment_only(p, n)) {
+            vec_push(start, u.n_kernels, cap, p);
+            vec_push(len, n_len, cap_len, n);
+        }
+        p = next;
+    }
+    if (!u.n_kernels) {
+        one_unit(&u, source);
+        free(start), free(len);
+        return u;
+    }
+    u.n = u.n_kernels < KERNEL_UNITS_MAX ? u.n_kernels : KERNEL_UNITS_MAX;
+    u.kernel = xcalloc((size_t)u.n_kernels, sizeof *u.kernel);
+    u.unit = xcalloc((size_t)u.n_kernels, sizeof *u.unit);
+    StrBuf *b = xcalloc((size_t)u.n, sizeof *b);
+    for (int i = 0; i < u.n; i++) sb_appendn(&b[i], source, (size_t)(head - source));
+    for (int j = 0; j < u.n_kernels; j++) {
+        const char *name = start[j] + strlen(KERNEL_START);
+        u.kernel[j] = xstrndup(name, strcspn(name, ": \n"));
+        u.unit[j] = j % u.n;
+        sb_appendn(&b[u.unit[j]], start[j], len[j]);
+    }
+    u.source = xcalloc((size_t)u.n, sizeof *u.source);
+    for (int i = 0; i < u.n; i++) u.source[i] = b[i].s;
+    free(b), free(start), free(len);
+    return u;
+}
+
+void kernel_units_free(KernelUnits *u) {
+    for (int i = 0; i < u->n; i++) free(u->source[i]);
+    for (int j = 0; j < u->n_kernels; j++) free(u->kernel[j]);
+    free(u->source), free(u->kernel), free(u->unit);
+    *u = (KernelUnits){0};
+}
+
+int kernel_unit(const KernelUnits *u, const char *kernel) {
+    for (int j = 0; j < u->n_kernels; j++)
+        if (!strcmp(u->kernel[j], kernel)) return u->unit[j];
+    return u->n == 1 ? 0 : -1;
+}
+
+/* ---- compiling the units on several threads
+ *
+ * NVRTC's guide (Thread Safety) lets several threads call NVRTC at once as long as no two
+ * calls race on the same nvrtcProgram; each unit here is its own program, made, compiled
+ * and destroyed by one thread. The threads touch nothing else that is shared but the queue
+ * (under its lock): cache reads and writes, and dying, stay on the calling thread. */
+
+/* the threads to use: MMC_NVRTC_THREADS, else the cores online, at most KERNEL_UNITS_MAX */
+static int compile_threads(void) {
+    const char *e = getenv("MMC_NVRTC_THREADS");
+    if (e && *e) return (int)option_range("nvrtc", "MMC_NVRTC_THREADS", e, 1, KERNEL_UNITS_MAX);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 1 ? 1 : cores > KERNEL_UNITS_MAX ? KERNEL_UNITS_MAX : (int)cores;
+}
+
+static char *unit_name(const char *source_name, int unit, int n) {
+    return n == 1 ? xstrdup(source_name) : xasprintf("%s[unit %d of %d]", source_name, unit + 1, n);
+}
+
+typedef struct Queue {
+    const KernelUnits *u;
+    const char *source_name, *arch;
+    const int *todo;  /* the units to compile, in order */
+    int n_todo, next;
+    int failed;       /* a unit failed: take no more */
+    pthread_mutex_t lock;
+    void **cubin;     /* by unit; each written by the one thread that compiles it */
+    size_t *size;
+    char **error;     /* by unit: the message to die with, or NULL */
+} Queue;
+
+static void *compile_worker(void *arg) {
+    Queue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->lock);
+        int i = q->failed || q->next == q->n_todo ? -1 : q->todo[q->next++];
+        pthread_mutex_unlock(&q->lock);
+        if (i < 0) return NULL;
+        char *name = unit_name(q->source_name, i, q->u->n);
+        q->cubin[i] = compile_program(q->u->source[i], name, q->arch, &q->size[i], &q->error[i]);
+        free(name);
+        if (q->error[i]) {
+            pthread_mutex_lock(&q->lock);
+            q->failed = 1;
+            pthread_mutex_unlock(&q->lock);
+        }
+    }
+}
+
+/* The compiler's front end recurses deeply on big templates: each thread gets the stack a
+ * main thread could grow to, whatever the default for threads is here. */
+enum { COMPILE_STACK = 64 << 20 };
+
+/* compiles q's units on `threads` threads (the calling one alone when 1); returns how many
+ * there were */
+static int run_queue(Queue *q, int threads) {
+    if (threads == 1) {
+        compile_worker(q);
+        return 1;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, COMPILE_STACK);
+    pthread_t *th = xcalloc((size_t)threads, sizeof *th);
+    int started = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&th[started], &attr, compile_worker, q)) break;
+    pthread_attr_destroy(&attr);
+    if (!started) compile_worker(q); /* no thread to be had: compile here */
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    free(th);
+    return started ? started : 1;
+}
+
+KernelCubins nvrtc_compile_units(const KernelUnits *u, const char *source_name, const char *arch, int cache) {
+    double t0 = now_seconds();
+    int threads = compile_threads();
+    (void)include_option(); /* made here, read by the threads */
+    KernelCubins c = {0};
+    c.n = u->n;
+    c.cubin = xcalloc((size_t)u->n, sizeof *c.cubin);
+    c.size = xcalloc((size_t)u->n, sizeof *c.size);
+    char *dir = cache ? mmc_cache_dir() : NULL;
+    char **path = xcalloc((size_t)u->n, sizeof *path);
+    int *todo = xcalloc((size_t)u->n, sizeof *todo), n_todo = 0;
+    for (int i = 0; i < u->n; i++) {
+        if (cache) path[i] = cache_path(dir, u->source[i], arch);
+        if (cache && (c.cubin[i] = cache_read(path[i], &c.size[i]))) c.cached++;
+        else todo[n_todo++] = i;
+    }
+    if (n_todo) {
+        Queue q = {.u = u, .source_name = source_name, .arch = arch, .todo = todo, .n_todo = n_todo,
+                   .lock = PTHREAD_MUTEX_INITIALIZER, .cubin = c.cubin, .size = c.size,
+                   .error = xcalloc((size_t)u->n, sizeof(char *))};
+        c.threads = run_queue(&q, threads < n_todo ? threads : n_todo);
+        pthread_mutex_destroy(&q.lock);
+        /* what compiled is kept even when another unit failed: after the fix, only the
+         * units that changed compile again */
+        if (cache) make_dirs(dir);
+        for (int k = 0; k < n_todo; k++) {
+            int i = todo[k];
+            if (cache && c.cubin[i]) write_file_atomic(path[i], c.cubin[i], c.size[i]);
+        }
+        for (int k = 0; k < n_todo; k++) /* the first failed unit, in the source's order */
+            if (q.error[todo[k]]) die("%s", q.error[todo[k]]);
+        free(q.error);
+    }
+    for (int i = 0; i < u->n; i++) {
+        c.bytes += c.size[i];
+        free(path[i]);
+    }
+    free(path), free(todo), free(dir);
+    c.seconds = now_seconds() - t0;
+    return c;
+}
+
+void kernel_cubins_free(KernelCubins *c) {
+    for (int i = 0; i < c->n; i++) free(c->cubin[i]);
+    free(c->cubin), free(c->size);
+    *c = (KernelCubins){0};
+}
+
+/* ---- mmc check-kernels */
+
+/* "32 units, 2 threads, 14.1 s, now in the cache": what a compile did */
+static char *compile_summary(const KernelCubins *c, int cache) {
+    StrBuf b = {0};
+    sb_printf(&b, "%d unit%s", c->n, c->n == 1 ? "" : "s");
+    if (c->threads) sb_printf(&b, ", %d thread%s, %.1f s", c->threads, c->threads == 1 ? "" : "s", c->seconds);
+    if (!cache) return b.s;
+    if (c->cached == c->n) sb_append(&b, ", already in the cache");
+    else if (c->cached == 0) sb_append(&b, ", now in the cache");
+    else sb_printf(&b, ", %d already in the cache, the others now", c->cached);
+    return b.s;
 }
 
 int cmd_check_kernels(int argc, char **argv) {
@@ -151,18 +405,22 @@ int cmd_check_kernels(int argc, char **argv) {
     if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR|FILE.cu [--arch sm_90]... [--cache]");
     if (!n_arch) archs[n_arch++] = "sm_90", archs[n_arch++] = "sm_80", archs[n_arch++] = "sm_75";
     /* a plan folder's kernels.cu must be the plan's own (an empty or foreign one is refused);
-     * a .cu file named itself is a source of one's own, compiled as it is */
+     * a .cu file named itself is a source of one's own, compiled as it is (split into units
+     * when it has the marker, as the runtime would) */
     struct stat st;
     int file = stat(dir, &st) == 0 && S_ISREG(st.st_mode);
     char *path = file ? xstrdup(dir) : path_join(dir, "kernels.cu");
     char *src = file ? read_file(path, NULL) : plan_kernels(plan_load(dir));
+    KernelUnits units = kernel_units(src);
     for (int i = 0; i < n_arch; i++) {
-        size_t size;
-        int hit = 0;
-        void *cubin = cache ? nvrtc_compile_cached(src, path, archs[i], &size, &hit) : nvrtc_compile(src, path, archs[i], &size);
-        printf("%s: %s ok (%zu bytes of cubin%s)\n", path, archs[i], size, !cache ? "" : hit ? ", already in the cache" : ", now in the cache");
-        free(cubin);
+        KernelCubins c = nvrtc_compile_units(&units, path, archs[i], cache);
+        char *how = compile_summary(&c, cache);
+        printf("%s: %s ok (%zu bytes of cubin in %s)\n", path, archs[i], c.bytes, how);
+        fflush(stdout);
+        free(how);
+        kernel_cubins_free(&c);
     }
+    kernel_units_free(&units);
     free(src);
     free(path);
     return 0;

@@ -240,8 +240,10 @@ __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 
 
 // ---- forward: one block of 4 warps per (batch, head, BR = 64 MT query rows); the key
 // tiles of BC rows stream through a double buffer. o = softmax(s) v with the online
-// softmax in base 2; lse is the natural log-sum-exp of each row's scaled scores.
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int MT, int BC>
+// softmax in base 2; lse is the natural log-sum-exp of each row's scaled scores. VS (and
+// in the backward kernels DVS, dv's) is the elements from one row of v to the next: KV * HD,
+// or more where v is the columns of a merged projection's output.
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int MT, int BC, long VS>
 __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o, float *lse, float scale) {
     constexpr int NT = THREADS, BR = 4 * 16 * MT, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
@@ -252,7 +254,7 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
     const int q0 = (NQB - 1 - (int)blockIdx.y) * BR; // the longest rows first under causal
     const long qstride = (long)H * HD, kstride = (long)KV * HD;
     const E *qg = q + (long)b * T * qstride + (long)h * HD;
-    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * kstride + (long)kvh * HD;
+    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * VS + (long)kvh * HD;
     const int last_row = (q0 + BR < T ? q0 + BR : T) - 1;
     const int nkb = CAUSAL ? last_row / BC + 1 : NKB;
     const int warp_last = q0 + (warp + 1) * 16 * MT - 1;
@@ -260,7 +262,7 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 
     load_rows<E, BR, HD, P, NT>(qs, qg, q0, T, qstride);
     load_rows<E, BC, HD, P, NT>(ks, kg, 0, T, kstride);
-    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, kstride);
+    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, VS);
     copy_commit();
 
     u32 qf[MT][HD / 16][4];
@@ -275,7 +277,7 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
     for (int kb = 0; kb < nkb; kb++) {
         if (kb + 1 < nkb) {
             load_rows<E, BC, HD, P, NT>(ks + ((kb + 1) & 1) * BC * P, kg, (kb + 1) * BC, T, kstride);
-            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, kstride);
+            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, VS);
         }
         copy_commit();
         copy_wait<1>();
@@ -380,7 +382,7 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 // ---- backward, kernel 1 of 2: dq, and dsum = rowsum(dO * O) for kernel 2. One block of
 // 4 warps per (batch, head, 64 query rows), streaming the key tiles as the forward does:
 // p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k.
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
                                             const float *lse, E *dq, float *dsum, float scale) {
     constexpr int NT = THREADS, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
@@ -393,7 +395,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
     const int q0 = (NQB - 1 - (int)blockIdx.y) * BR;
     const long qstride = (long)H * HD, kstride = (long)KV * HD;
     const long qoff = (long)b * T * qstride + (long)h * HD, stats = ((long)b * H + h) * T;
-    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * kstride + (long)kvh * HD;
+    const E *kg = k + (long)b * T * kstride + (long)kvh * HD, *vg = v + (long)b * T * VS + (long)kvh * HD;
     const int last_row = (q0 + BR < T ? q0 + BR : T) - 1;
     const int nkb = CAUSAL ? last_row / BC + 1 : NKB;
     const int warp_last = q0 + warp * 16 + 15;
@@ -402,7 +404,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
     load_rows<E, BR, HD, P, NT>(qs, q + qoff, q0, T, qstride);
     load_rows<E, BR, HD, P, NT>(dos, dout + qoff, q0, T, qstride);
     load_rows<E, BC, HD, P, NT>(ks, kg, 0, T, kstride);
-    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, kstride);
+    load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, VS);
     copy_commit();
     { // dsum of the block's rows, two threads a row, straight from global memory
         const int r = threadIdx.x >> 1, half = threadIdx.x & 1, row = q0 + r;
@@ -433,7 +435,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
     for (int kb = 0; kb < nkb; kb++) {
         if (kb + 1 < nkb) {
             load_rows<E, BC, HD, P, NT>(ks + ((kb + 1) & 1) * BC * P, kg, (kb + 1) * BC, T, kstride);
-            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, kstride);
+            load_rows<E, BC, HD, P, NT>(vs + ((kb + 1) & 1) * BC * P, vg, (kb + 1) * BC, T, VS);
         }
         copy_commit();
         copy_wait<1>();
@@ -526,7 +528,7 @@ template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
                                              const float *dsum, E *dk, E *dv, float scale) {
     constexpr int NT = THREADS, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
@@ -552,7 +554,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
     const float sl2 = scale * 1.4426950408889634f;
 
     load_rows<E, BK, HD, P, NT>(ks, k + koff, k0, T, kstride);
-    load_rows<E, BK, HD, P, NT>(vs, v + koff, k0, T, kstride);
+    load_rows<E, BK, HD, P, NT>(vs, v + (long)b * T * VS + (long)kvh * HD, k0, T, VS);
     // the tile of step i: query head kvh * REP + i / per_head, query block first_qb + i % per_head
     auto issue = [&](int i) {
         const int hq = kvh * REP + i / per_head, qb0 = (first_qb + i % per_head) * BQ, buf = i & 1;
@@ -693,7 +695,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
     }
     // each warp's own 16 rows of ks and vs stage dk and dv
     store_rows<E, 1, HD, P>(ks, dka, kscale, dk + koff, k0, T, kstride);
-    store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + koff, k0, T, kstride);
+    store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + (long)b * T * DVS + (long)kvh * HD, k0, T, DVS);
 }
 
 } // namespace flash

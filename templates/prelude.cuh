@@ -182,3 +182,27 @@ template <typename R> __device__ __forceinline__ void stv(double *p, long i, con
 #pragma unroll
     for (int j = 0; j < 4; j++) *(double2 *)(p + i + 2 * j) = make_double2((double)v[2 * j], (double)v[2 * j + 1]);
 }
+
+// ---- a view whose rows lie LD elements apart, W elements each: the columns of a wider
+// tensor (one projection of a merged GEMM's output), or one input written into its columns
+// of a concat. Element i of the view is p[i / W * LD + i % W]; the same loads and stores
+// take it, so a kernel's code does not change with the layout. Eight elements of a wide
+// access stay in one row (W and LD are multiples of 8 then).
+template <typename T, long W, long LD> struct Strided {
+    T *p;
+    __device__ __forceinline__ long at(long i) const { return i / W * LD + i % W; }
+};
+template <typename T, long W, long LD> __device__ __forceinline__ auto ld(const Strided<T, W, LD> &s, long i) {
+    return ld(s.p, s.at(i));
+}
+template <typename T, long W, long LD> __device__ __forceinline__ void st(const Strided<T, W, LD> &s, long i, double v) {
+    st(s.p, s.at(i), v);
+}
+template <typename T, long W, long LD, typename R>
+__device__ __forceinline__ void ldv(const Strided<T, W, LD> &s, long i, R (&o)[8]) {
+    ldv(s.p, s.at(i), o);
+}
+template <typename T, long W, long LD, typename R>
+__device__ __forceinline__ void stv(const Strided<T, W, LD> &s, long i, const R (&v)[8]) {
+    stv(s.p, s.at(i), v);
+}

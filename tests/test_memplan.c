@@ -72,36 +72,60 @@ static char *random_graph(void) {
     return s.s;
 }
 
+/* x is read by kernel k: it, and what a view x lies in, are alive until then */
+static void read_at(int *last, const Node *x, int k) {
+    if (k > last[x->id]) last[x->id] = k;
+    if (node_is_view(x))
+        for (int j = 0; j < x->n_in; j++) read_at(last, x->in[j], k);
+}
+
+/* Values never alive together may share bytes. A view owns none: a slice lies in what it
+ * slices (whose life the reads of the slice extend), and a concat's inputs lie in the concat,
+ * which lives from its first input's writer to the last read of any of them. */
 static void check_plan(const char *what, Plan *pl) {
     const Graph *g = pl->g;
     int n_groups = pl->p->n_groups;
-    int *last = xmalloc((size_t)pl->n_ids * sizeof(int));
+    int *last = xmalloc((size_t)pl->n_ids * sizeof(int)), *first = xmalloc((size_t)pl->n_ids * sizeof(int));
+    char *in_concat = xcalloc((size_t)pl->n_ids, 1);
     for (int i = 0; i < pl->n_ids; i++) last[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = g->nodes[i];
+        first[n->id] = n->group;
+        if (n->group < 0) continue;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k]->group != n->group && n->group > last[n->in[k]->id]) last[n->in[k]->id] = n->group;
+            if (n->in[k]->group != n->group) read_at(last, n->in[k], n->group);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        if (n->op != OP_CONCAT) continue;
+        first[n->id] = n_groups;
+        for (int k = 0; k < n->n_in; k++) {
+            const Node *x = n->in[k];
+            in_concat[x->id] = 1;
+            if (x->group < first[n->id]) first[n->id] = x->group;
+            if (last[x->id] > last[n->id]) last[n->id] = last[x->id];
+        }
     }
     const Node **arena = xmalloc((size_t)g->n_nodes * sizeof *arena);
     int m = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->buffer == BUF_ARENA) arena[m++] = g->nodes[i];
+        if (g->nodes[i]->buffer == BUF_ARENA && g->nodes[i]->op != OP_SLICE && !in_concat[g->nodes[i]->id]) arena[m++] = g->nodes[i];
     for (int i = 0; i < m; i++) {
         const Node *a = arena[i];
         int64_t ab = shape_numel(&a->shape) * (int64_t)dtype_size(a->dtype);
-        int a0 = a->group, a1 = a == g->loss ? n_groups : last[a->id] < a0 ? a0 : last[a->id];
+        int a0 = first[a->id], a1 = a == g->loss ? n_groups : last[a->id] < a0 ? a0 : last[a->id];
         CHECK(a->offset + ab <= pl->p->buffer_bytes[BUF_ARENA], "%s: %%%d ends past the arena", what, a->id);
         for (int j = i + 1; j < m; j++) {
             const Node *b = arena[j];
             int64_t bb = shape_numel(&b->shape) * (int64_t)dtype_size(b->dtype);
-            int b0 = b->group, b1 = b == g->loss ? n_groups : last[b->id] < b0 ? b0 : last[b->id];
+            int b0 = first[b->id], b1 = b == g->loss ? n_groups : last[b->id] < b0 ? b0 : last[b->id];
             if (a1 < b0 || b1 < a0) continue;
             CHECK(!overlap(a->offset, a->offset + ab, b->offset, b->offset + bb),
                   "%s: %%%d (kernels %d..%d) and %%%d (kernels %d..%d) share bytes", what, a->id, a0, a1, b->id, b0, b1);
         }
     }
     free(arena);
-    free(last);
+    free(last), free(first), free(in_concat);
 }
 
 int main(void) {

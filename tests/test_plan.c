@@ -131,7 +131,7 @@ int main(void) {
     CHECK(st && !strncmp(st, " stream=1 ", 10) && !strstr(st + 1, " stream="), "minimind: stream=1 is not on one kernel line only");
 
     expect_refused("not a plan", "hello\n", "bad/plan:1: not an mmc plan");
-    expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 2");
+    expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 3");
     expect_refused("a plan from before the attribute and launch tables", "mmc-plan 1\nend\n", "recompile with mmc compile");
     char *cut = xstrndup(a.plan, strlen(a.plan) / 2);
     cut[strrchr(cut, '\n') - cut + 1] = 0;

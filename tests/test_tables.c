@@ -28,8 +28,9 @@ static void check_op(Op op) {
     CHECK(o->name && !strcmp(o->name, n), "op %d: table name %s, declared as %s", (int)op, o->name ? o->name : "(none)", n);
     CHECK(op_parse(n) == op, "%s: op_parse gives %d", n, (int)op_parse(n));
     CHECK(o->doc && *o->doc, "%s: no doc", n);
-    CHECK(o->n_in >= 0 && o->n_in <= IR_MAX_INPUTS, "%s: %d inputs", n, o->n_in);
-    unsigned inputs = (1u << o->n_in) - 1;
+    /* -1: any number from two up (concat) */
+    CHECK(o->n_in >= -1 && o->n_in <= IR_MAX_INPUTS, "%s: %d inputs", n, o->n_in);
+    unsigned inputs = o->n_in < 0 ? (1u << IR_MAX_INPUTS) - 1 : (1u << o->n_in) - 1;
     CHECK(!(o->float_in & ~inputs) && !(o->prologue & ~inputs) && !(o->row_in & ~inputs), "%s: input bits past its %d inputs", n, o->n_in);
     CHECK(!(o->attrs >> ATTR_COUNT), "%s: attribute bits past the table", n);
     CHECK(!o->n_parts || o->part, "%s: %d parts and no part rule", n, o->n_parts);
