@@ -137,6 +137,10 @@ void gen_optimizer(Gen *G, StrBuf *o) {
         key(&ks, "BACKOFF", "%.17g", t->scale_backoff);
         key(&ks, "GROWTH", "%.17g", t->scale_growth);
         key(&ks, "INTERVAL", "%d", t->scale_interval);
+        key(&ks, "MAX", "%.17g", t->scale_max);
+        key(&ks, "MIN", "%.17g", t->scale_min);
+        key(&ks, "HYSTERESIS", "%d", t->scale_hysteresis);
+        key(&ks, "FIXED", "%d", t->scale_fixed);
         key(&ks, "ACCUM", "%d", t->accumulation);
         render(o, gr->tmpl, &ks);
         break;

@@ -772,6 +772,23 @@ Graph *frontend_load(const FrontendOptions *opt) {
         sha256_update(&f.hash, opt->defines[i].key, strlen(opt->defines[i].key) + 1);
         sha256_update(&f.hash, opt->defines[i].value, strlen(opt->defines[i].value) + 1);
     }
+    for (int i = 0; i < opt->n_train_settings; i++) {
+        const Define *d = &opt->train_settings[i];
+        const TrainSetting *s = NULL;
+        for (int k = 0; k < n_train_settings; k++)
+            if (!strcmp(train_settings[k].key, d->key)) s = &train_settings[k];
+        char *err = s ? train_setting_parse(&f.g->train, s, d->value) : xasprintf("no training setting '%s'", d->key);
+        if (err) {
+            char line[4096];
+            snprintf(line, sizeof line, "%s: %s", opt->graph_path, err);
+            free(err);
+            front_free(&f);
+            die("%s", line);
+        }
+        sha256_update(&f.hash, "train", 6);
+        sha256_update(&f.hash, d->key, strlen(d->key) + 1);
+        sha256_update(&f.hash, d->value, strlen(d->value) + 1);
+    }
     for (int i = 0; i < f.g->n_params; i++) f.g->params[i].node->dtype = f.g->params[i].node->compute = f.g->policy.master;
     char *bad_setting = train_settings_check(&f.g->train); /* a value the update kernels cannot take */
     if (bad_setting) {

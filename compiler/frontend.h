@@ -37,6 +37,10 @@ typedef struct FrontendOptions {
     int64_t lua_memory; /* bytes; 0: FRONTEND_LUA_MEMORY */
     int64_t lua_steps;  /* 0: FRONTEND_LUA_STEPS */
     int max_nodes;      /* 0: FRONTEND_MAX_NODES (the tests lower it) */
+    /* training settings given beside the graph file (mmc train --loss-scale-*): keys of
+     * compiler/train_settings.h, each replacing what train{} set */
+    const Define *train_settings;
+    int n_train_settings;
 } FrontendOptions;
 
 Graph *frontend_load(const FrontendOptions *opt);

@@ -31,7 +31,7 @@ static int l_adamw(lua_State *L) {
 static int l_train(lua_State *L) {
     static const char *const known[] = {"optimizer", "schedule", "warmup", "clip", "loss_scale", "accumulation",
                                         "epochs", "log_interval", NULL};
-    static const char *const scale_known[] = {"init", "growth", "backoff", "interval", NULL};
+    static const char *const scale_known[] = {"init", "growth", "backoff", "interval", "max", "min", "hysteresis", "fixed", NULL};
     Front *f = front_of(L);
     TrainConfig *t = &f->g->train;
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -85,11 +85,37 @@ static int l_train(lua_State *L) {
         t->scale_growth = field_num(L, s, "growth", t->scale_growth);
         t->scale_backoff = field_num(L, s, "backoff", t->scale_backoff);
         t->scale_interval = (int)field_num(L, s, "interval", t->scale_interval);
+        t->scale_max = field_num(L, s, "max", t->scale_max);
+        t->scale_min = field_num(L, s, "min", t->scale_min);
+        t->scale_hysteresis = (int)field_num(L, s, "hysteresis", t->scale_hysteresis);
         if (t->scale_init <= 0 || t->scale_growth < 1 || t->scale_backoff <= 0 || t->scale_backoff > 1 ||
-            t->scale_interval < 1)
-            return luaL_error(L, "loss_scale: need init > 0, growth >= 1, 0 < backoff <= 1, interval >= 1");
+            t->scale_interval < 1 || t->scale_max < 0 || t->scale_min < 0 || t->scale_hysteresis < 1)
+            return luaL_error(L, "loss_scale: need init > 0, growth >= 1, 0 < backoff <= 1, interval >= 1, max >= 0 and "
+                                 "min >= 0 (0: none), hysteresis >= 1");
+        lua_getfield(L, s, "fixed");
+        if (!lua_isnil(L, -1)) { /* a static scale: the one value, and nothing that would change it */
+            static const char *const moves[] = {"init", "growth", "backoff", "interval", "max", "min", "hysteresis", NULL};
+            for (int k = 0; moves[k]; k++) {
+                lua_getfield(L, s, moves[k]);
+                int given = !lua_isnil(L, -1);
+                lua_pop(L, 1);
+                if (given) return luaL_error(L, "loss_scale: fixed = S is a static scale; '%s' would change it", moves[k]);
+            }
+            double fixed = luaL_checknumber(L, -1);
+            if (!(fixed > 0) || !isfinite(fixed)) return luaL_error(L, "loss_scale: fixed must be a scale above 0");
+            t->scale_init = fixed, t->scale_fixed = 1;
+        }
+        lua_pop(L, 1);
+        char *err = train_scaler_check(t);
+        if (err) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", err);
+            free(err);
+            return luaL_error(L, "%s", msg);
+        }
     } else if (!lua_isnil(L, -1)) {
-        return luaL_error(L, "train: loss_scale must be a table { init, growth, backoff, interval }");
+        return luaL_error(L, "train: loss_scale must be a table { init, growth, backoff, interval, max, min, hysteresis } "
+                             "or { fixed = S }");
     }
     lua_pop(L, 1);
     return 0;
@@ -102,6 +128,7 @@ void train_defaults(TrainConfig *t) {
     t->clip = 1.0;
     t->loss_scaling = 1;
     t->scale_init = 65536.0, t->scale_growth = 2.0, t->scale_backoff = 0.5, t->scale_interval = 2000;
+    t->scale_max = 0, t->scale_min = 0, t->scale_hysteresis = 1, t->scale_fixed = 0; /* none of them: GradScaler */
     t->accumulation = 1, t->epochs = 1, t->log_interval = 100;
 }
 

@@ -201,7 +201,7 @@ static int is_sha256(const char *s) {
 
 /* The node fields every op line may have; the rest of its key=value words must be the
  * attributes its op uses (attrs.h), each present once. */
-static const char *const node_fields[] = {"in", "shape", "dtype", "compute", "at", "ld", "bwd", "name", NULL};
+static const char *const node_fields[] = {"in", "shape", "dtype", "compute", "at", "ld", "bwd", "src", "name", NULL};
 
 static void read_attrs(Reader *r, const Line *l, Node *n) {
     unsigned mask = op_info[n->op].attrs, seen = 0, seen_fields = 0;
@@ -444,6 +444,13 @@ static Node *read_node(Reader *r, const Line *l, Group *gr) {
         if (!*v) bad(r, "an empty name");
         n->name = xstrdup(v);
     }
+    if ((v = field(l, "src"))) { /* the graph file's line that made the node, for messages */
+        if (!*v) bad(r, "an empty src=");
+        for (const char *c = v; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) bad(r, "src=: a control character");
+        free(n->where);
+        n->where = xstrdup(v);
+    }
     if ((v = field(l, "bwd"))) {
         if (strcmp(v, "1")) bad(r, "bwd=%s (bwd=1 marks a node of the backward pass)", v);
         n->backward = 1;
@@ -530,6 +537,8 @@ static void read_train(Reader *r, const Line *l) {
         char *err = train_setting_parse(&g->train, &train_settings[k], need(r, l, train_settings[k].key));
         if (err) bad(r, "%s", err);
     }
+    char *err = train_scaler_check(&g->train);
+    if (err) bad(r, "%s", err);
 }
 
 static void read_header_fields(Reader *r, const Line *l) {

@@ -69,6 +69,11 @@ static void node_line(StrBuf *o, const char *word, const Node *n) {
     if (n->ld) sb_printf(o, " ld=%lld", (long long)n->ld);
     if (n->materialized && n->buffer >= 0) sb_printf(o, " at=%s+%lld", buffer_name(n->buffer), (long long)n->offset);
     if (n->backward) sb_append(o, " bwd=1");
+    if (n->where && *n->where) { /* the graph file's line that made it: "graphs/minimind.lua:42" */
+        size_t len = strcspn(n->where, " ");
+        sb_append(o, " src=");
+        sb_appendn(o, n->where, len);
+    }
     if (n->name) sb_printf(o, " name=%s", n->name);
     sb_append(o, "\n");
 }

@@ -59,6 +59,21 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
     return xasprintf("%s: unknown kind", s->key);
 }
 
+char *train_scaler_check(const TrainConfig *t) {
+    if (t->scale_max > 0 && t->scale_min > t->scale_max)
+        return xasprintf("loss_scale: min %g is above max %g", t->scale_min, t->scale_max);
+    if (t->scale_max > 0 && t->scale_init > t->scale_max)
+        return xasprintf("loss_scale: init %g is above max %g", t->scale_init, t->scale_max);
+    if (t->scale_init < t->scale_min) return xasprintf("loss_scale: init %g is below min %g", t->scale_init, t->scale_min);
+    return NULL;
+}
+
+MmcScaler train_scaler(const TrainConfig *t) {
+    MmcScaler p = {t->scale_growth, t->scale_backoff, t->scale_max, t->scale_min, t->scale_interval, t->scale_hysteresis,
+                   t->scale_fixed};
+    return p;
+}
+
 char *train_settings_check(const TrainConfig *t) {
     for (int i = 0; i < n_train_settings; i++) {
         StrBuf one = {0};
@@ -74,5 +89,5 @@ char *train_settings_check(const TrainConfig *t) {
         sb_free(&one);
         if (err) return err;
     }
-    return NULL;
+    return train_scaler_check(t);
 }

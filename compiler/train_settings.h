@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "lr_schedule.h"
+#include "step_state.h"
 
 typedef enum TrainKind {
     TK_REAL,     /* a double, written so that it reads back exactly */
@@ -34,6 +35,10 @@ typedef enum TrainKind {
     X(scale_growth,   double,     TK_REAL,     1, 1e6,               "GradScaler growth_factor")                                  \
     X(scale_backoff,  double,     TK_REAL,     1e-30, 1,             "GradScaler backoff_factor")                                 \
     X(scale_interval, int,        TK_INT,      1, 2147483647,        "GradScaler growth_interval, in clean updates")              \
+    X(scale_max,      double,     TK_REAL,     0, 1e38,              "the scale's cap (max_scale); 0: none")                      \
+    X(scale_min,      double,     TK_REAL,     0, 1e38,              "the scale's floor (min_scale), an alarm when reached; 0: none") \
+    X(scale_hysteresis, int,      TK_INT,      1, 2147483647,        "consecutive overflowing updates before a backoff (hysteresis)") \
+    X(scale_fixed,    int,        TK_INT,      0, 1,                 "1: a static scale, scale_init, never grown or backed off")  \
     X(accumulation,   int,        TK_INT,      1, 1048576,           "micro-batches per optimizer update")                        \
     X(epochs,         int,        TK_INT,      1, 2147483647,        "passes over the training data")                             \
     X(log_interval,   int,        TK_INT,      1, 2147483647,        "updates between progress lines")
@@ -64,5 +69,9 @@ char *train_setting_parse(TrainConfig *t, const TrainSetting *s, const char *tex
 /* NULL, or the first setting outside its range (caller frees): the frontend refuses what the
  * plan reader would */
 char *train_settings_check(const TrainConfig *t);
+/* NULL, or what is wrong between the loss scaler's settings: a floor above the cap, an init
+ * outside them (caller frees) */
+char *train_scaler_check(const TrainConfig *t);
+MmcScaler train_scaler(const TrainConfig *t); /* the scaler's settings as the update takes them */
 
 #endif

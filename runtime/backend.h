@@ -51,6 +51,11 @@ struct BackendProbe {
 void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what);
 
 Backend *ref_backend_create(Plan *pl);
+/* the ref backend calls `watch` with every value it computes (rounded as stored), and the
+ * values of the node's inputs, as it runs a group: how the overflow finder sees inside a
+ * fused kernel */
+typedef void (*RefWatch)(void *ctx, const Node *n, const double *value, double *const *inputs);
+void ref_backend_watch(Backend *b, RefWatch watch, void *ctx);
 /* NULL with a one-line reason in *why when no GPU can be used here */
 Backend *cuda_backend_create(Plan *pl, char **why);
 

@@ -521,9 +521,11 @@ static void check_step_state(StFile *r, const MmcStepState *s, const Plan *pl) {
                   s->total_micro, t->accumulation, s->update > 1 ? s->update : 1);
     if (s->found_inf != 0.0f)
         st_refuse(r, "step_state.found_inf is %g; a state saved between updates has 0", (double)s->found_inf);
-    if (s->ticket != MMC_TICKET_IDLE || s->pad_[0] || s->pad_[1])
-        st_refuse(r, "step_state.ticket is %u (padding %d %d); a state saved between updates has %u and 0", s->ticket,
-                  s->pad_[0], s->pad_[1], MMC_TICKET_IDLE);
+    if (s->ticket != MMC_TICKET_IDLE || s->pad_)
+        st_refuse(r, "step_state.ticket is %u (padding %d); a state saved between updates has %u and 0", s->ticket, s->pad_,
+                  MMC_TICKET_IDLE);
+    if (s->overflow_streak < 0 || s->overflow_streak > s->skipped)
+        st_refuse(r, "step_state.overflow_streak is %d, not from 0 to the %d skipped updates", s->overflow_streak, s->skipped);
 }
 
 /* a metadata value that must be a decimal integer from 0 to max: "abc", "", "-5", " 5" or

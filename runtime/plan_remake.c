@@ -11,12 +11,15 @@
 #include "compile.h"
 #include "util.h"
 
-char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, int forward_only) {
+char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
+                        int n_train, int forward_only) {
     CompileOptions copt = {0};
     copt.front.graph_path = graph;
     copt.front.policy_path = policy;
     copt.front.defines = (Define *)defines;
     copt.front.n_defines = n_defines;
+    copt.front.train_settings = train;
+    copt.front.n_train_settings = n_train;
     copt.forward_only = forward_only;
     CompileResult r = compile_graph(&copt);
     char tmpl[] = "/tmp/mmc-plan-XXXXXX";
@@ -28,7 +31,7 @@ char *plan_compile_temp(const char *graph, const char *policy, const Define *def
     return dir;
 }
 
-char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, int forward_only) {
+char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, const Define *train, int n_train, int forward_only) {
     const Graph *g = pl->g;
     if (!g->source || access(g->source, R_OK) != 0)
         die("%s: its graph file %s cannot be read from here, so the plan cannot be made again", pl->path,
@@ -51,7 +54,7 @@ char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, int 
     }
     /* a policy file where the plan was made from one; a built-in policy by its name */
     const char *policy = g->policy.source && access(g->policy.source, R_OK) == 0 ? g->policy.source : g->policy.name;
-    char *dir = plan_compile_temp(g->source, policy, d, g->n_config, forward_only);
+    char *dir = plan_compile_temp(g->source, policy, d, g->n_config, train, n_train, forward_only);
     for (int k = 0; k < g->n_config; k++) free(d[k].value);
     free(d);
     return dir;
@@ -121,7 +124,7 @@ char *plan_from_run(const char *cmd, const char *run_dir, const char *graph, con
             vec_push(d, n, cap, e);
         }
     }
-    char *dir = plan_compile_temp(graph, policy, d, n, forward_only);
+    char *dir = plan_compile_temp(graph, policy, d, n, NULL, 0, forward_only);
     for (int i = 0; i < n; i++) free(d[i].key), free(d[i].value);
     free(d), free(where);
     if (root) json_decref(root);

@@ -9,11 +9,13 @@
 
 /* Compiles `graph` (with `policy`, a built-in name or a file, or NULL for the graph's own,
  * and the -D settings) into a new folder under /tmp, forward-only if asked; returns it. */
-char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, int forward_only);
+char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
+                        int n_train, int forward_only);
 /* The plan's graph again, with its policy and settings and then `overrides` (replacing the
- * settings of the same name, each of which the graph must have); forward-only if asked.
+ * settings of the same name, each of which the graph must have) and `train` (training
+ * settings by their keys in train_settings.h, over what train{} set); forward-only if asked.
  * The compile options are the defaults. */
-char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, int forward_only);
+char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, const Define *train, int n_train, int forward_only);
 /* A run folder's graph compiled again: its config.json names the graph file, the policy and
  * every setting it was trained with. `overrides` come first (a command line's -D, and what
  * the command needs, as batch=1); `graph` and `policy`, when given, replace the run's; with

@@ -17,7 +17,15 @@ typedef struct Ref {
     Backend base;
     unsigned char *buf[BUF_COUNT];
     double **val; /* by node id, while a group runs: its values (in-group or loaded) */
+    RefWatch watch; /* called with every value computed, or NULL */
+    void *watch_ctx;
 } Ref;
+
+void ref_backend_watch(Backend *b, RefWatch watch, void *ctx) {
+    Ref *r = (Ref *)b;
+    r->watch = watch;
+    r->watch_ctx = ctx;
+}
 
 void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
     if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
@@ -138,6 +146,7 @@ static void run_nodes(Ref *r, Group *gr) {
         }
         settle(r, &c, n, out);
         r->val[n->id] = out;
+        if (r->watch) r->watch(r->watch_ctx, n, out, in);
         for (int k = 0; k < 2; k++)
             if (part_nodes[k]) {
                 settle(r, &c, part_nodes[k], parts[k]);
@@ -234,16 +243,8 @@ static void step_finish(Ref *r) {
     MmcStepState *s = (MmcStepState *)r->buf[BUF_STATE];
     int found = s->found_inf != 0.0f;
     if (t->loss_scaling) {
-        if (found) {
-            s->scale = (float)((double)s->scale * t->scale_backoff);
-            s->growth_tracker = 0;
-        } else if (s->growth_tracker + 1 == t->scale_interval) {
-            float grown = (float)((double)s->scale * t->scale_growth);
-            if (isfinite(grown)) s->scale = grown;
-            s->growth_tracker = 0;
-        } else {
-            s->growth_tracker += 1;
-        }
+        MmcScaler p = train_scaler(t);
+        mmc_scaler_update(s, &p);
     }
     if (found) s->skipped += 1;
     else s->adam_step += 1;

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "defaults.h"
+#include "find_overflow.h"
 #include "init.h"
 #include "plan_remake.h"
 #include "util.h"
@@ -165,6 +166,7 @@ typedef struct Report {
     int interval, quiet;
     double flops_per_token, peak_flops; /* MFU where the device's peak is known */
     double last_val;                    /* the latest --val loss, NAN before the first */
+    int floor_warned;                   /* the alarm of the loss scale at its floor was given */
 } Report;
 
 /* training FLOPs per token: 6 per parameter (forward and backward), and for each attention
@@ -231,6 +233,15 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     r->loss_sum += loss;
     double now = now_seconds();
     int has_val = val->update == u + 1;
+    /* the alarm: an update overflowed with the scale at its floor (loss_scale min), so the
+     * scale cannot go lower and every such update is lost */
+    int at_floor = t->loss_scaling && !t->scale_fixed && t->scale_min > 0 && st->overflow_streak > 0 &&
+                   st->scale <= (float)t->scale_min;
+    if (at_floor && !r->floor_warned)
+        fprintf(stderr, "mmc train: update %lld overflowed with the loss scale at its floor (loss_scale min = %g); the updates "
+                        "that overflow there are skipped: a bf16 or fp32 policy, or a lower learning rate, may be needed\n",
+                (long long)(u + 1), t->scale_min);
+    r->floor_warned = st->scale <= (float)t->scale_min && (r->floor_warned || at_floor);
     if (r->metrics >= 0) {
         char loss_s[32], norm_s[32], val_s[96] = "";
         json_number(loss_s, sizeof loss_s, loss);
@@ -244,9 +255,9 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
         StrBuf line = {0};
         sb_printf(&line,
                   "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
-                  "\"skipped\": %d, \"growth_tracker\": %d, \"seconds\": %.6f%s}\n",
+                  "\"skipped\": %d, \"growth_tracker\": %d, \"overflow_streak\": %d, \"seconds\": %.6f%s%s}\n",
                   (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
-                  st->growth_tracker, now - r->t0, val_s);
+                  st->growth_tracker, st->overflow_streak, now - r->t0, val_s, at_floor ? ", \"scale_floor\": true" : "");
         metrics_write(r, line.s, line.len);
         sb_free(&line);
     }
@@ -442,7 +453,7 @@ int train_run(const TrainOptions *o) {
     void *weights_copy = NULL;
     int64_t eval_every = o->eval_interval > 0 ? o->eval_interval : 200;
     if (o->val) {
-        eval_dir = plan_remake(pl, NULL, 0, 1);
+        eval_dir = plan_remake(pl, NULL, 0, NULL, 0, 1);
         epl = plan_load(eval_dir);
         eb = backend_open(epl, o->backend, "train --val");
         init_consts(eb);
@@ -499,6 +510,11 @@ int train_run(const TrainOptions *o) {
     *inf = INFINITY;
     const Node *loss_node = pl->g->loss;
     int64_t u = start, reported = start;
+    /* --find-overflow: each update waited for, the state it started from kept, until one
+     * overflows and find_overflow names the op */
+    int finding = o->find_overflow;
+    MmcStepState before;
+    if (finding) b->read(b, BUF_STATE, 0, &before, sizeof before);
     interrupted = 0;
     catch_signals();
     for (; u < steps; u++) {
@@ -515,6 +531,23 @@ int train_run(const TrainOptions *o) {
         b->run_phase(b, PHASE_UPDATE);
         b->read_async(b, BUF_STATE, 0, sl->state, sizeof(MmcStepState));
         sl->ticket = b->fence(b);
+        if (finding) {
+            b->wait(b, sl->ticket);
+            if (sl->state->skipped > before.skipped) {
+                OverflowReport rep = find_overflow(b, &before, sl->ids, sl->labels, batch_bytes);
+                char *text = overflow_text(&rep, u + 1), *json = overflow_json(&rep, u + 1);
+                fputs(text, stdout);
+                fflush(stdout);
+                if (out) {
+                    char *path = path_join(out, "overflow.json");
+                    write_file_atomic(path, json, strlen(json));
+                    free(path);
+                }
+                free(text), free(json);
+                finding = 0;
+            }
+            before = *sl->state;
+        }
         epoch_of[u % SLOTS] = (data->position - 1) / data->rows + 1; /* of the update's last row */
         int stop = u + 1 == o->stop_after || interrupted;
         if (eb && ((u + 1) % eval_every == 0 || u + 1 == steps || stop)) {

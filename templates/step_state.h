@@ -18,8 +18,58 @@ typedef struct MmcStepState {
     int update;           /* updates attempted, skipped ones included */
     int skipped;          /* updates skipped because of inf/nan */
     unsigned int ticket;  /* the last-block counter (below); MMC_TICKET_IDLE between launches */
-    int pad_[2];          /* explicit, so the struct has no padding bytes of unknown value */
+    int overflow_streak;  /* consecutive updates with inf/nan (the scaler's hysteresis) */
+    int pad_;             /* explicit, so the struct has no padding bytes of unknown value */
 } MmcStepState;
+
+/* The loss scaler's settings (train { loss_scale = {...} }, compiler/train_settings.h). */
+typedef struct MmcScaler {
+    double growth, backoff; /* factors: after `interval` clean updates, and on an overflow */
+    double max, min;        /* cap and floor of the scale; 0: none */
+    int interval;           /* clean updates between growths */
+    int hysteresis;         /* consecutive overflowing updates before a backoff */
+    int fixed;              /* 1: the scale never changes (a static scale) */
+} MmcScaler;
+
+#ifdef __CUDACC__
+#define MMC_SCALER_FN __device__ __forceinline__
+#else
+#include <math.h>
+#define MMC_SCALER_FN static inline
+#endif
+
+/* The scaler's update at the end of an update, on the device (step_finish.cu) and on the
+ * ref backend alike: GradScaler.update (torch/amp/grad_scaler.py) when max, min and
+ * hysteresis are off. An update with an inf/nan gradient restarts the growth count and
+ * lengthens the overflow streak; once the streak reaches `hysteresis` (1: every overflow, as
+ * GradScaler) each further overflow multiplies the scale by backoff, not below min (as the
+ * dynamic scalers of Megatron and DeepSpeed, with DeepSpeed's consecutive_hysteresis). A
+ * clean update ends the streak, and every `interval`-th clean one in a row multiplies the
+ * scale by growth, not above max, unless that is not finite (GradScaler). Products are
+ * taken in double and rounded to the f32 scale, as GradScaler's _amp_update_scale_ does. */
+MMC_SCALER_FN void mmc_scaler_update(MmcStepState *s, const MmcScaler *p) {
+    if (p->fixed) return;
+    if (s->found_inf != 0.0f) {
+        s->growth_tracker = 0;
+        if (s->overflow_streak < 2147483647) s->overflow_streak += 1;
+        if (s->overflow_streak >= p->hysteresis) {
+            double next = (double)s->scale * p->backoff;
+            if (p->min > 0 && next < p->min) next = p->min;
+            s->scale = (float)next;
+        }
+        return;
+    }
+    s->overflow_streak = 0;
+    if (s->growth_tracker + 1 == p->interval) {
+        double next = (double)s->scale * p->growth;
+        if (p->max > 0 && next > p->max) next = p->max;
+        const float grown = (float)next;
+        if (isfinite(grown)) s->scale = grown;
+        s->growth_tracker = 0;
+    } else {
+        s->growth_tracker += 1;
+    }
+}
 
 /* The ticket: a kernel whose last block to finish completes the launch (cross_entropy*.cu
  * sums the row losses, grad_norm.cu the norms) has each block take a ticket once its part
