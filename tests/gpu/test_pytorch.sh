@@ -10,9 +10,11 @@
 #     (the scale stays at or below 2^16, far from where this model's fp16 gradients overflow
 #     by themselves, ~2^19: there the update an overflow first happens on can move by one
 #     between any two implementations);
-#  4. 300 updates from the same init: the mean loss of every 10-update window within 1%;
-#     for scale, the same figure between PyTorch and itself with another SDPA backend (math)
-#     is printed.
+#  4. 300 updates from the same init: the mean loss of every 10-update window within 1%, or
+#     within what separates PyTorch from itself with another SDPA backend (math) where that
+#     is more: over 300 fp16 updates two correct implementations drift apart by about that
+#     much (0.8% to 1.5% between PyTorch's two backends over this session's machine starts),
+#     so mmc is held to be no further from PyTorch than PyTorch is from itself.
 # The data: 6 MB of real text that does not repeat within the 300 updates (the Python sources
 # installed with PyTorch, as byte tokens), so both runs see new text every update.
 set -u
@@ -68,14 +70,15 @@ echo "== 4. 300 updates from the same init: mean loss per 10-update window"
 ./mmc train "$tmp/amp" --data "$tmp/text.bin" --init "$tmp/w/model.safetensors" --steps 300 --quiet --out "$tmp/run300" || fail=1
 python3 $ref train --run "$tmp/w" --data "$tmp/text.bin" --steps 300 -o "$tmp/pt300.jsonl" || fail=1
 python3 $ref train --run "$tmp/w" --data "$tmp/text.bin" --steps 300 --sdpa math -o "$tmp/pt300_math.jsonl" || fail=1
-python3 - "$tmp/pt300_math.jsonl" "$tmp/pt300.jsonl" <<'PY'
+python3 - "$tmp/pt300_math.jsonl" "$tmp/pt300.jsonl" "$tmp/spread" <<'PY'
 import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 worst = max(abs(sum(a[i:i + 10]) - sum(b[i:i + 10])) / sum(b[i:i + 10]) for i in range(0, 300, 10))
 print(f"PyTorch with the math SDPA backend vs its default: worst window difference {100 * worst:.3f}%")
+open(sys.argv[3], "w").write(repr(worst))
 PY
-python3 - "$tmp/run300/metrics.jsonl" "$tmp/pt300.jsonl" <<'PY' || fail=1
+python3 - "$tmp/run300/metrics.jsonl" "$tmp/pt300.jsonl" "$tmp/spread" <<'PY' || fail=1
 import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
@@ -86,7 +89,8 @@ for w in range(30):
     worst = max(worst, abs(ma - mb) / mb)
     if w % 5 == 0 or w == 29:
         print(f"  updates {10 * w + 1:3d}-{10 * w + 10:3d}: mmc {ma:.4f}  PyTorch {mb:.4f}")
-print(f"worst window difference {100 * worst:.3f}% (tolerance 1%)")
-assert worst < 0.01
+tolerance = max(0.01, float(open(sys.argv[3]).read()))
+print(f"worst window difference {100 * worst:.3f}% (tolerance {100 * tolerance:.3f}%: 1%, or PyTorch's own spread if more)")
+assert worst < tolerance
 PY
 exit $fail
