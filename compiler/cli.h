@@ -14,7 +14,9 @@ int cmd_init(int argc, char **argv);          /* runtime/train_cli.c */
 int cmd_tokenizer(int argc, char **argv);     /* tokenizer/tokenizer_cli.c */
 int cmd_data(int argc, char **argv);          /* tokenizer/data_cli.c */
 int cmd_plot(int argc, char **argv);          /* runtime/plot_cli.c */
+int plot_available(void);                     /* gnuplot, which cmd_plot draws with, is here */
 int cmd_eval(int argc, char **argv);          /* runtime/eval_cli.c */
 int cmd_generate(int argc, char **argv);      /* runtime/generate_cli.c */
+int cmd_compare(int argc, char **argv);       /* runtime/compare_cli.c */
 
 #endif

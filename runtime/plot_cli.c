@@ -15,6 +15,8 @@
 #include "cli.h"
 #include "util.h"
 
+int plot_available(void) { return system("gnuplot --version >/dev/null 2>&1") == 0; }
+
 /* the temporary folder, removed however the command ends (die exits) */
 static char *temp_dir;
 static void remove_temp_dir(void) {
@@ -106,8 +108,7 @@ int cmd_plot(int argc, char **argv) {
         else runs[n_runs++] = argv[i];
     }
     if (!n_runs) die("plot: which runs? usage: mmc plot RUN_DIR... [-o OUT.png]");
-    if (system("gnuplot --version >/dev/null 2>&1") != 0)
-        die("plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
+    if (!plot_available()) die("plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
     const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char *tmpl = xasprintf("%s/mmc-plot-XXXXXX", tmp);
     char *dir = mkdtemp(tmpl);
@@ -124,7 +125,8 @@ int cmd_plot(int argc, char **argv) {
     }
     char *png = xasprintf("%s/curves.png", dir), *script = xasprintf("%s/curves.gp", dir);
     StrBuf g = {0};
-    sb_append(&g, "set terminal pngcairo size 1400,1000 font ',10'\nset output ");
+    /* noenhanced: run names are shown as written (amp_fp16's underscore is no subscript) */
+    sb_append(&g, "set terminal pngcairo size 1400,1000 font ',10' noenhanced\nset output ");
     quoted(&g, png);
     sb_append(&g, "\nset datafile missing 'nan'\nset multiplot layout 2,2\nset grid\nset key top right\n"
                   "set xlabel 'update'\n");

@@ -162,6 +162,7 @@ typedef struct Report {
     int64_t saved;         /* the update of the last checkpoint, for a message; -1 before the first */
     double t0, t_last, loss_sum;
     double paused; /* seconds spent on --val since the last log line, not training */
+    double paused_total; /* and over the whole run */
     int64_t last_logged, steps, epochs, tokens_per_update;
     int interval, quiet;
     double flops_per_token, peak_flops; /* MFU where the device's peak is known */
@@ -560,6 +561,7 @@ int train_run(const TrainOptions *o) {
             v->update = u + 1;
             v->seconds = now_seconds() - t0;
             r.paused += v->seconds;
+            r.paused_total += v->seconds;
         }
         if (out && ((o->save_interval > 0 && (u + 1) % o->save_interval == 0) || u + 1 == steps || stop)) {
             /* The metrics of every update up to this one are on disk before the checkpoint
@@ -602,6 +604,12 @@ int train_run(const TrainOptions *o) {
     }
     free(r.metrics_path);
     if (lock >= 0) close(lock);
+    if (o->result) {
+        o->result->updates = u - start;
+        o->result->seconds = now_seconds() - r.t0 - r.paused_total;
+        o->result->tokens = (double)(u - start) * (double)r.tokens_per_update;
+        o->result->device_bytes = b->probe ? b->probe->device_bytes(b) : -1;
+    }
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);

@@ -9,6 +9,14 @@
 
 #include "model.h"
 
+/* what a finished run measured, for `mmc compare` */
+typedef struct TrainResult {
+    int64_t updates;      /* run in this call */
+    double seconds;       /* of training, evaluations left out */
+    double tokens;        /* tokens trained on in this call */
+    int64_t device_bytes; /* device memory the backend took; -1 where it has no device (ref) */
+} TrainResult;
+
 typedef struct TrainOptions {
     const char *plan_dir;
     const char *plan_name; /* what the log calls the plan (plan_dir unless it was made again), or NULL */
@@ -32,6 +40,7 @@ typedef struct TrainOptions {
     const char *val;       /* a token file to evaluate on, forward only, or NULL */
     int64_t eval_interval; /* updates between evaluations on val (200 unless told); the last one always */
     int64_t val_batches;   /* batches of val an evaluation takes: 0, all */
+    TrainResult *result;   /* filled at the end when given */
 } TrainOptions;
 
 int train_run(const TrainOptions *o);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# mmc compare on the ref backend: the tiny graph under fp32, amp_fp16 and amp_bf16 from the
+# same weights on the same batches, 20 updates each, evaluated on another text: the table,
+# DIR/summary.json (a row per policy, fp32 the baseline, perplexities within 5% of it for so
+# short a run), one run folder per policy and the PNG of their curves.
+set -eu
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+python3 tests/make_byte_tokens.py /usr/share/common-licenses/GPL-3 "$tmp/train.bin" --row-length 33
+python3 tests/make_byte_tokens.py /usr/share/common-licenses/Apache-2.0 "$tmp/val.bin" --row-length 33
+./mmc compare graphs/tiny.lua --policies fp32,amp_fp16,amp_bf16 --data "$tmp/train.bin" --val "$tmp/val.bin" --steps 20 \
+  --val-batches 10 --backend ref --quiet --out "$tmp/cmp" >"$tmp/log"
+cat "$tmp/log"
+grep -q "^| policy | final train loss | val ppl | vs fp32 | tokens/s | peak GiB | skipped | lowest scale |$" "$tmp/log"
+for p in fp32 amp_fp16 amp_bf16; do
+  grep -q "^| $p | " "$tmp/log"
+  test -s "$tmp/cmp/$p/metrics.jsonl"
+done
+head -c 8 "$tmp/cmp/compare.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a"
+python3 - "$tmp/cmp/summary.json" <<'PY'
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+assert s["baseline"] == "fp32" and s["steps"] == 20 and [r["run"] for r in s["runs"]] == ["fp32", "amp_fp16", "amp_bf16"], s
+base = s["runs"][0]
+for r in s["runs"]:
+    assert math.isfinite(r["val_ppl"]) and r["val_ppl"] > 1 and r["tokens_per_s"] > 0, r
+    assert abs(r["val_ppl"] / base["val_ppl"] - 1 - r["val_ppl_vs_baseline"]) < 1e-12 and r["flagged"] == (abs(r["val_ppl_vs_baseline"]) > 0.05), r
+    assert not r["flagged"] and r["skipped"] == 0 and r["device_bytes"] is None, r
+assert s["runs"][0]["lowest_scale"] == 1 and s["runs"][1]["lowest_scale"] == 65536, s
+print("summary.json: 3 runs, fp32 the baseline, every perplexity within 5% of it")
+PY
+if ./mmc compare graphs/tiny.lua --policies fp32,fp32 --data "$tmp/train.bin" --val "$tmp/val.bin" --steps 1 --out "$tmp/x" 2>"$tmp/err"; then
+  echo "a policy named twice was accepted"; exit 1
+fi
+grep -q "names fp32 twice" "$tmp/err"
+echo "test_compare: all checks passed"
