@@ -44,6 +44,9 @@ static void check_op(Op op) {
         CHECK(o->shape && o->eval && o->cuda && !o->ref && !codegen, "%s: elementwise needs shape, eval and cuda only", n);
         break;
     case OK_GEMM: CHECK(o->shape && o->ref && !o->eval && !codegen, "%s: a GEMM needs shape and ref", n); break;
+    case OK_VIEW: /* memory of other nodes: a shape and a dtype, no code of any kind */
+        CHECK(o->shape && o->dtype && !o->eval && !o->cuda && !o->ref && !o->grad && !codegen, "%s: a view needs shape and dtype only", n);
+        break;
     case OK_ANCHOR: {
         CHECK(o->shape && o->launch && o->gen && o->ref && o->templates && !o->eval, "%s: an anchor needs shape, launch, gen, ref, templates", n);
         if (!o->templates) break;
