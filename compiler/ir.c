@@ -117,7 +117,35 @@ void ir_attrs(StrBuf *o, const Node *n) { attrs_print(o, &n->a, op_info[n->op].a
 
 int node_is_view(const Node *n) { return op_info[n->op].kind == OK_VIEW; }
 
-int64_t node_row_stride(const Node *n) {
-    if (n->ld) return n->ld;
-    return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1;
+static int64_t last_dim(const Node *n) { return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1; }
+
+int64_t node_row_stride(const Node *n) { return n->ld ? n->ld : last_dim(n); }
+
+int64_t node_mem_index(const Node *n, int64_t i) {
+    if (!n->ld) return i;
+    int64_t w = last_dim(n);
+    return i / w * n->ld + i % w;
 }
+
+int64_t node_extent_bytes(const Node *n) {
+    int64_t numel = shape_numel(&n->shape), esize = (int64_t)dtype_size(n->dtype);
+    return (numel ? node_mem_index(n, numel - 1) + 1 : 0) * esize;
+}
+
+int64_t slice_offset(const Node *s, int64_t *ld) {
+    const Node *x = s->in[0];
+    int64_t esize = (int64_t)dtype_size(x->dtype);
+    *ld = s->a.axis ? node_row_stride(x) : 0;
+    return s->a.axis ? s->a.begin * esize : s->a.begin * (shape_numel(&x->shape) / x->shape.dim[0]) * esize;
+}
+
+int64_t concat_part_offset(const Node *cat, int k) {
+    int64_t at = 0;
+    for (int j = 0; j < k; j++) {
+        const Node *x = cat->in[j];
+        at += (cat->a.axis ? last_dim(x) : shape_numel(&x->shape)) * (int64_t)dtype_size(x->dtype);
+    }
+    return at;
+}
+
+int64_t concat_part_ld(const Node *cat) { return cat->a.axis ? last_dim(cat) : 0; }

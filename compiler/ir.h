@@ -131,6 +131,15 @@ int shape_is_suffix(const Shape *a, const Shape *b);
 const char *node_label(const Node *n); /* its name or "%<id>" */
 int node_is_view(const Node *n);        /* a slice or a concat: memory of other nodes, no code */
 int64_t node_row_stride(const Node *n); /* elements between its rows in memory: ld, or the last dim */
+int64_t node_mem_index(const Node *n, int64_t i); /* where element i lies from the first, in elements */
+int64_t node_extent_bytes(const Node *n);          /* from its first element to the end of its last */
+/* The layout rules of the views, for memplan to place them and plan_read to check them: a
+ * slice's first byte from its input's, with its ld (rows of a dense input, or columns of any),
+ * and the first byte of a concat's input k from the concat's, whose ld is the concat's last
+ * dim along axis 1 and 0 along axis 0. */
+int64_t slice_offset(const Node *s, int64_t *ld);
+int64_t concat_part_offset(const Node *cat, int k);
+int64_t concat_part_ld(const Node *cat);
 struct StrBuf;
 void ir_attrs(struct StrBuf *o, const Node *n); /* the attributes its op uses, as " key=value" (attrs.h) */
 

@@ -71,16 +71,6 @@ static void use(int *last_use, const Node *x, int g) {
         for (int k = 0; k < x->n_in; k++) use(last_use, x->in[k], g);
 }
 
-/* where a concat's inputs lie in it: the byte offset of input k from the concat's start */
-static int64_t concat_part_offset(const Node *cat, int k) {
-    int64_t at = 0;
-    for (int j = 0; j < k; j++) {
-        const Node *x = cat->in[j];
-        at += cat->a.axis ? x->shape.dim[x->shape.rank - 1] * (int64_t)dtype_size(x->dtype) : node_bytes(x);
-    }
-    return at;
-}
-
 /* the inputs of a concat, once it is placed; fp32 weights were placed as parameters and
  * must already lie side by side (pass_merge merges only such) */
 static void place_concat_inputs(Node *cat) {
@@ -93,7 +83,7 @@ static void place_concat_inputs(Node *cat) {
         }
         x->buffer = cat->buffer;
         x->offset = at;
-        x->ld = cat->a.axis ? cat->shape.dim[cat->shape.rank - 1] : 0;
+        x->ld = concat_part_ld(cat);
         x->materialized = 1;
     }
 }
@@ -102,17 +92,10 @@ static void place_concat_inputs(Node *cat) {
 static void place_slice(Node *s) {
     Node *x = s->in[0];
     if (!x->materialized || x->buffer < 0) die("internal error: memplan: %s slices a value that is not stored", node_label(s));
+    if (s->a.axis == 0 && x->ld) die("internal error: memplan: %s takes rows of a strided value", node_label(s));
     s->buffer = x->buffer;
     s->materialized = 1;
-    int64_t esize = (int64_t)dtype_size(x->dtype);
-    if (s->a.axis == 0) {
-        if (x->ld) die("internal error: memplan: %s takes rows of a strided value", node_label(s));
-        s->offset = x->offset + s->a.begin * (shape_numel(&x->shape) / x->shape.dim[0]) * esize;
-        s->ld = 0;
-    } else {
-        s->offset = x->offset + s->a.begin * esize;
-        s->ld = node_row_stride(x);
-    }
+    s->offset = x->offset + slice_offset(s, &s->ld);
 }
 
 /* ---- placement */

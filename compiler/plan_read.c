@@ -250,11 +250,7 @@ static void read_location(Reader *r, Node *n, const char *v) {
     free(name);
     if (b < 0) bad(r, "bad location '%s' (BUFFER+OFFSET)", v);
     int64_t offset = int_field(r, "offset", plus + 1, 0, MAX_BYTES);
-    int64_t size = (int64_t)dtype_size(n->dtype), bytes = shape_numel(&n->shape) * size;
-    if (n->ld) { /* rows ld elements apart: from the first element to the end of the last row */
-        int64_t w = n->shape.dim[n->shape.rank - 1], rows = shape_numel(&n->shape) / w;
-        bytes = ((rows - 1) * n->ld + w) * size;
-    }
+    int64_t size = (int64_t)dtype_size(n->dtype), bytes = node_extent_bytes(n); /* rows ld apart, where it has ld= */
     if (offset % size) bad(r, "at=%s: the offset is not a multiple of %s's %lld bytes", v, dtype_name(n->dtype), (long long)size);
     if (offset + bytes > r->pl->p->buffer_bytes[b])
         bad(r, "at=%s: its %lld bytes end at %lld, past the %lld bytes of buffer %s", v, (long long)bytes,
@@ -380,29 +376,21 @@ static void check_view(Reader *r, const Node *n) {
         bad(r, "%s: shape %s, but its inputs give %s", info->name, shape_text(&n->shape), shape_text(&copy.shape));
     if (n->dtype != n->in[0]->dtype || n->compute != n->dtype) bad(r, "%s: a view has its input's dtype and computes nothing", info->name);
     if (!n->materialized) bad(r, "%s without at=", info->name);
-    int64_t esize = (int64_t)dtype_size(n->dtype);
     if (n->op == OP_SLICE) {
         const Node *x = n->in[0];
-        int64_t at = x->offset, ld = 0;
-        if (n->a.axis == 0) {
-            if (x->ld) bad(r, "slice: rows of %%%d, whose rows are apart (ld=)", x->id);
-            at += n->a.begin * (shape_numel(&x->shape) / x->shape.dim[0]) * esize;
-        } else {
-            at += n->a.begin * esize, ld = node_row_stride(x);
-        }
+        if (n->a.axis == 0 && x->ld) bad(r, "slice: rows of %%%d, whose rows are apart (ld=)", x->id);
+        int64_t ld, at = x->offset + slice_offset(n, &ld);
         if (!x->materialized || n->buffer != x->buffer || n->offset != at || n->ld != ld)
             bad(r, "slice: at=%s+%lld ld=%lld, but it lies at %s+%lld with ld=%lld in %%%d", buffer_name(n->buffer), (long long)n->offset,
                 (long long)n->ld, buffer_name(x->buffer), (long long)at, (long long)ld, x->id);
         return;
     }
     if (n->ld) bad(r, "concat: ld= on a concat (its rows are dense)");
-    int64_t at = n->offset;
     for (int k = 0; k < n->n_in; k++) {
         const Node *x = n->in[k];
-        int64_t ld = n->a.axis ? n->shape.dim[n->shape.rank - 1] : 0;
+        int64_t at = n->offset + concat_part_offset(n, k), ld = concat_part_ld(n);
         if (!x->materialized || x->buffer != n->buffer || x->offset != at || x->ld != ld)
             bad(r, "concat: input %d (%%%d) must lie at %s+%lld with ld=%lld", k + 1, x->id, buffer_name(n->buffer), (long long)at, (long long)ld);
-        at += n->a.axis ? x->shape.dim[x->shape.rank - 1] * esize : shape_numel(&x->shape) * esize;
     }
 }
 

@@ -9,29 +9,14 @@
 #include "train.h"
 #include "util.h"
 
-/* bytes from a node's first element to the end of its last: rows ld apart where it has ld */
-static int64_t extent_bytes(const Node *n) {
-    int64_t esize = (int64_t)dtype_size(n->dtype), numel = shape_numel(&n->shape);
-    if (!n->ld) return numel * esize;
-    int64_t w = n->shape.dim[n->shape.rank - 1];
-    return ((numel / w - 1) * n->ld + w) * esize;
-}
-
-/* element i of a node whose bytes start at `base` */
-static double element(const Node *n, const unsigned char *base, int64_t i) {
-    int64_t w = n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1;
-    int64_t at = n->ld ? i / w * n->ld + i % w : i;
-    return dtype_load(n->dtype, base, (size_t)at);
-}
-
 /* the node's value as the backend stored it holds an inf or a nan */
 static int stored_not_finite(Backend *b, const Node *n) {
     if (!n->materialized || n->buffer < 0 || !dtype_is_float(n->dtype)) return 0;
-    int64_t bytes = extent_bytes(n), numel = shape_numel(&n->shape);
+    int64_t bytes = node_extent_bytes(n), numel = shape_numel(&n->shape);
     unsigned char *v = xmalloc((size_t)bytes + 1);
     b->read(b, n->buffer, n->offset, v, bytes);
     int bad = 0;
-    for (int64_t i = 0; i < numel && !bad; i++) bad = !isfinite(element(n, v, i));
+    for (int64_t i = 0; i < numel && !bad; i++) bad = !isfinite(dtype_load(n->dtype, v, (size_t)node_mem_index(n, i)));
     free(v);
     return bad;
 }
@@ -90,7 +75,7 @@ static void inside_kernel(Backend *b, int gi, OverflowReport *r) {
     for (int i = 0; i < gr->n_nodes; i++)
         for (int k = 0; k < gr->nodes[i]->n_in; k++) {
             const Node *x = gr->nodes[i]->in[k];
-            if (x->group != gi && x->materialized && x->buffer == BUF_ARENA) copy_bytes(b, ref, BUF_ARENA, x->offset, extent_bytes(x));
+            if (x->group != gi && x->materialized && x->buffer == BUF_ARENA) copy_bytes(b, ref, BUF_ARENA, x->offset, node_extent_bytes(x));
         }
     Watch w = {r};
     ref_backend_watch(ref, on_value, &w);

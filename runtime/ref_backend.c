@@ -54,24 +54,21 @@ typedef struct Convert {
     const void *src;
     void *dst;
     double *v;
-    int64_t w, ld; /* a strided view (ld > 0): rows of w elements, ld apart in memory */
+    const Node *n; /* whose layout the memory has: rows ld apart where it has ld */
 } Convert;
 
-/* where element i of the tensor lies in memory, in elements */
-static size_t mem_index(const Convert *c, int64_t i) { return (size_t)(c->ld ? i / c->w * c->ld + i % c->w : i); }
+static size_t mem_index(const Convert *c, int64_t i) { return (size_t)(c->n->ld ? node_mem_index(c->n, i) : i); }
 
 static void load_slice(const void *ctx, int64_t lo, int64_t hi) {
     const Convert *c = ctx;
     for (int64_t i = lo; i < hi; i++) c->v[i] = dtype_load(c->from, c->src, mem_index(c, i));
 }
 
-static int64_t last_dim_of(const Node *n) { return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1; }
-
 static double *load(Ref *r, const Node *x) {
     if (!x->materialized || x->buffer < 0) die("ref backend: %s is read but was never stored", node_label(x));
     int64_t N = shape_numel(&x->shape);
     double *v = xmalloc((size_t)N * sizeof *v);
-    Convert c = {x->dtype, x->dtype, 0, 0, at(r, x), NULL, v, last_dim_of(x), x->ld};
+    Convert c = {x->dtype, x->dtype, 0, 0, at(r, x), NULL, v, x};
     ref_parallel(N, 4, load_slice, &c);
     return v;
 }
@@ -88,7 +85,7 @@ static void settle_slice(const void *ctx, int64_t lo, int64_t hi) {
 /* Rounds a computed value and stores it if the plan says so. */
 static void settle(Ref *r, const RefOpCtx *c, const Node *n, double *v) {
     int store = n->materialized && n->buffer >= 0;
-    Convert cv = {c->reg, n->dtype, c->eager, store, NULL, store ? at(r, n) : NULL, v, last_dim_of(n), n->ld};
+    Convert cv = {c->reg, n->dtype, c->eager, store, NULL, store ? at(r, n) : NULL, v, n};
     ref_parallel(shape_numel(&n->shape), 8, settle_slice, &cv);
 }
 
