@@ -144,7 +144,7 @@ void pass_memplan(Graph *g, Program *p) {
         elems = align_up(elems + shape_numel(&pa->node->shape), PARAM_ALIGN_ELEMS);
     }
     size[BUF_PARAMS] = size[BUF_GRADS] = size[BUF_ADAM_M] = size[BUF_ADAM_V] = elems * (int64_t)master;
-    size[BUF_STATE] = (int64_t)sizeof(MmcStepState);
+    size[BUF_STATE] = (int64_t)MMC_STATE_BYTES(g->n_params);
     Interval *iv = NULL;
     Node **iv_node = NULL;
     int n_iv = 0, cap_iv = 0, cap_ivn = 0, n_ivn = 0;

@@ -59,8 +59,11 @@ for i = 0, cfg.layers - 1 do
   x = add(x, d, { name = p .. "residual_mlp" })
 end
 local logits = linear(rmsnorm(x, "model.norm"), embed, { name = "lm_head" })
--- MiniMind's loss: per-token cross-entropy, mean over targets that are not padding
-loss(cross_entropy(logits, labels, { ignore = cfg.pad_id, name = "loss" }))
+-- MiniMind's loss: per-token cross-entropy, the mean over the targets that count. The
+-- trainer marks the others with torch's ignore_index, -100: padding (MiniMind's pretraining
+-- mask, input_ids != pad), or what a token file's loss mask leaves out (its SFT mask, which
+-- counts a pad token where it falls inside a reply)
+loss(cross_entropy(logits, labels, { ignore = -100, name = "loss" }))
 
 precision "amp_fp16"
 train {

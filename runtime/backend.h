@@ -31,7 +31,17 @@ struct Backend {
      * f16 tensor-core peak in FLOP/s where known (0 otherwise), for MFU */
     const char *device;
     double peak_flops;
+    /* Takes over `from`'s parameters, gradients, AdamW moments and step state (the buffers a
+     * run carries from plan to plan, plan_set.h) and its host allocations, before this
+     * backend has run anything; `from` is then only fit to destroy. Both plans share the
+     * layout of those buffers. Nothing is copied. */
+    void (*adopt)(Backend *b, Backend *from);
 };
+
+/* the buffers a run carries from one plan to the next (adopt) */
+static inline int backend_carried(int buffer) {
+    return buffer == BUF_PARAMS || buffer == BUF_GRADS || buffer == BUF_ADAM_M || buffer == BUF_ADAM_V || buffer == BUF_STATE;
+}
 
 /* What `mmc bench` measures on a device. Times are of device work, by device events. */
 struct BackendProbe {
@@ -58,5 +68,11 @@ typedef void (*RefWatch)(void *ctx, const Node *n, const double *value, double *
 void ref_backend_watch(Backend *b, RefWatch watch, void *ctx);
 /* NULL with a one-line reason in *why when no GPU can be used here */
 Backend *cuda_backend_create(Plan *pl, char **why);
+/* Where the plan computes in bf16 and the GPU has no bf16 tensor cores (before sm_80), the
+ * message that refuses it, proposing what runs there (caller frees); else NULL. sm: the GPU's
+ * compute capability as 75, 80, ... (cuda_device_sm), what: how to name the plan. */
+char *backend_bf16_refusal(const Plan *pl, int sm, const char *device, const char *what);
+/* the compute capability of GPU 0 as 10 major + minor, or -1 without one */
+int cuda_device_sm(void);
 
 #endif

@@ -569,7 +569,7 @@ static RunPosition read_position(StFile *r, const MmcStepState *st, const Plan *
     return pos;
 }
 
-RunPosition checkpoint_resume(Backend *b, const char *dir) {
+RunPosition checkpoint_resume(Backend *b, const char *dir, const Plan *saved_by) {
     const Plan *pl = b->pl;
     char *mpath = path_join(dir, "model.safetensors"), *rpath = path_join(dir, "resume.safetensors");
     StFile *r = st_open(rpath);
@@ -585,7 +585,7 @@ RunPosition checkpoint_resume(Backend *b, const char *dir) {
     memcpy(&st, s->data, sizeof st);
     /* the few bytes of state and position first, so that a bad one is refused before the
      * weights and moments are read */
-    check_step_state(r, &st, pl);
+    check_step_state(r, &st, saved_by ? saved_by : pl);
     RunPosition pos = read_position(r, &st, pl);
     checkpoint_load_weights(b, mpath);
     free(mpath);

@@ -40,8 +40,10 @@ char *checkpoint_committed(const char *dir, const char *plan_hash, int64_t *upda
 /* weights by name from a safetensors file (MiniMind's names; of a tied weight either key or
  * both); a missing, extra or misshapen tensor is named in the error */
 void checkpoint_load_weights(Backend *b, const char *path);
-/* model.safetensors and resume.safetensors of a run folder; returns its position */
-RunPosition checkpoint_resume(Backend *b, const char *dir);
+/* model.safetensors and resume.safetensors of a run folder; returns its position. The step
+ * state is checked against `saved_by`, the plan that made it (b's, or, for a run that goes
+ * from plan to plan, the one of the last update done: plan_set.h), or NULL for b's. */
+RunPosition checkpoint_resume(Backend *b, const char *dir, const Plan *saved_by);
 /* writes the weights of a run's model.safetensors in another dtype (f16: what MiniMind's
  * torch.save files hold) */
 void checkpoint_export(const char *model_path, const char *out_path, DType dtype);

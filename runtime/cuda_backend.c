@@ -464,6 +464,28 @@ static void cuda_destroy(Backend *b) {
     free(c->kernel), free(c->gemm), free(c);
 }
 
+/* The carried buffers change hands only between runs: `from`'s streams are drained, and this
+ * backend has captured no graph yet, whose launches would hold the old pointers. */
+static void cuda_adopt(Backend *b, Backend *from) {
+    Cuda *c = (Cuda *)b, *f = (Cuda *)from;
+    if (c->runs[0] || c->runs[1]) die("cuda backend: %s has run already, so it cannot take over buffers", b->pl->path);
+    CUDA_CHECK(cudaStreamSynchronize(f->stream), "a kernel of the step");
+    CUDA_CHECK(cudaStreamSynchronize(f->side), "a kernel of the step");
+    CUDA_CHECK(cudaStreamSynchronize(c->stream), "setup");
+    for (int i = 0; i < BUF_COUNT; i++)
+        if (backend_carried(i)) {
+            if (b->pl->p->buffer_bytes[i] != from->pl->p->buffer_bytes[i])
+                die("cuda backend: %s holds %lld bytes in %s and %s %lld: the plans do not share a layout", b->pl->path,
+                    (long long)b->pl->p->buffer_bytes[i], buffer_name(i), from->pl->path,
+                    (long long)from->pl->p->buffer_bytes[i]);
+            CUDA_CHECK(cudaFree(c->buf[i]), buffer_name(i));
+            c->buf[i] = f->buf[i];
+            f->buf[i] = NULL;
+        }
+    for (int i = 0; i < f->n_pinned; i++) vec_push(c->pinned, c->n_pinned, c->cap_pinned, f->pinned[i]);
+    f->n_pinned = 0;
+}
+
 /* Dense f16/bf16 tensor-core peaks from the datasheets, by device name, for MFU; 0 for the
  * devices not listed (no MFU is shown for them). */
 static double dense_f16_peak(const char *name) {
@@ -477,6 +499,13 @@ static double dense_f16_peak(const char *name) {
     return 0;
 }
 
+int cuda_device_sm(void) {
+    int count = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return -1;
+    return prop.major * 10 + prop.minor;
+}
+
 Backend *cuda_backend_create(Plan *pl, char **why) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -486,7 +515,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     }
     Cuda *c = xcalloc(1, sizeof *c);
     c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy,
-                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe, NULL, 0};
+                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe, NULL, 0, NULL};
+    c->base.adopt = cuda_adopt;
     c->launches[0] = c->launches[1] = -1;
     const char *dbg = getenv("MMC_SYNC");
     c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
@@ -496,6 +526,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
     c->base.device = c->prop.name;
+    char *refusal = backend_bf16_refusal(pl, c->prop.major * 10 + c->prop.minor, c->prop.name, pl->path);
+    if (refusal) die("cuda: %s", refusal);
     c->base.peak_flops = dense_f16_peak(c->prop.name);
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "side stream");

@@ -7,21 +7,43 @@
 #include "rng.h"
 #include "util.h"
 
-/* the index of the first row with a target that is not padding, or -1: a file without one
- * has nothing to learn from, and its loss, a mean over no targets, would be nan */
+/* Whether token i of the file, as a target, counts in the loss: a file with a loss-mask plane
+ * says so token by token (MiniMind's SFT mask); a file without one counts every target that
+ * is not padding (MiniMind's pretraining mask). */
+static bool target_counts(const TokenFile *f, uint64_t i) {
+    return f->mask ? tokens_counts(f, i) : f->ids[i] != f->pad_id;
+}
+
+/* the index of the first row with a target that counts, or -1: a file without one has
+ * nothing to learn from, and its loss, a mean over no targets, would be nan */
 static int64_t first_target(const Batcher *b) {
     for (int64_t r = 0; r < b->rows; r++) {
-        const uint16_t *row = b->file->ids + r * (b->seq + 1);
+        const uint64_t row = (uint64_t)(r * (b->seq + 1));
         for (int64_t t = 1; t <= b->seq; t++)
-            if (row[t] != b->file->pad_id) return r;
+            if (target_counts(b->file, row + (uint64_t)t)) return r;
     }
     return -1;
 }
 
-Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t model_vocab, uint64_t shuffle) {
+/* Targets the mask counts but the loss would leave out anyway, being the ignored id: the
+ * loss sees a masked target as that id, so it cannot tell the two apart. */
+static uint64_t counted_ignored(const Batcher *b) {
+    uint64_t n = 0;
+    if (!b->file->mask) return 0;
+    for (int64_t r = 0; r < b->rows; r++)
+        for (int64_t t = 1; t <= b->seq; t++) {
+            uint64_t i = (uint64_t)(r * (b->seq + 1) + t);
+            n += tokens_counts(b->file, i) && (int64_t)b->file->ids[i] == b->ignore;
+        }
+    return n;
+}
+
+Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t model_vocab, uint64_t shuffle,
+                      int64_t ignore) {
     Batcher *b = xcalloc(1, sizeof *b);
     b->file = tokens_open(path, model_vocab);
     b->batch = batch, b->seq = seq, b->shuffle = shuffle;
+    b->ignore = ignore == BATCHER_PAD_ID ? b->file->pad_id : ignore;
     const TokenFile *f = b->file;
     char msg[1024] = "";
     b->rows = (int64_t)(f->count / (uint64_t)(seq + 1));
@@ -33,6 +55,9 @@ Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t mod
     else if (b->rows < 1)
         snprintf(msg, sizeof msg, "%s: %llu tokens make no row of %lld", path, (unsigned long long)f->count,
                  (long long)(seq + 1));
+    else if (first_target(b) < 0 && f->mask)
+        snprintf(msg, sizeof msg, "%s: its loss mask leaves out every target of its %lld rows: there is nothing to learn from",
+                 path, (long long)b->rows);
     else if (first_target(b) < 0)
         snprintf(msg, sizeof msg,
                  "%s: every target of its %lld rows is the pad id %u, which the loss leaves out: there is nothing to "
@@ -42,6 +67,12 @@ Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t mod
         batcher_close(b);
         die("%s", msg);
     }
+    uint64_t lost = counted_ignored(b);
+    if (lost)
+        fprintf(stderr,
+                "mmc: warning: %s: %llu targets its mask counts are the id %lld, which the loss ignores: they are left "
+                "out\n",
+                path, (unsigned long long)lost, (long long)b->ignore);
     b->perm_epoch = -1;
     return b;
 }
@@ -67,9 +98,11 @@ static int64_t row_at(Batcher *b, int64_t position) {
 void batcher_next(Batcher *b, int32_t *ids, int32_t *labels) {
     for (int64_t i = 0; i < b->batch; i++) {
         const uint16_t *row = b->file->ids + row_at(b, b->position++) * (b->seq + 1);
+        const uint64_t first = (uint64_t)(row - b->file->ids);
         for (int64_t t = 0; t < b->seq; t++) {
             ids[i * b->seq + t] = row[t];
-            labels[i * b->seq + t] = row[t + 1];
+            /* a target that does not count becomes the id the loss ignores */
+            labels[i * b->seq + t] = target_counts(b->file, first + (uint64_t)t + 1) ? row[t + 1] : (int32_t)b->ignore;
         }
     }
 }

@@ -17,24 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat_template.h"
 #include "checkpoint.h"
 #include "defaults.h"
 #include "util.h"
-
-/* ChatML as MiniMind renders it: a default system turn when the first turn is not one, then
- * <|im_start|>ROLE\nCONTENT<|im_end|>\n a turn, and the assistant's opening on request */
-static const char chat_template[] =
-    "{%- if messages[0]['role'] == 'system' -%}"
-    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' -}}"
-    "{%- else -%}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- for message in messages -%}"
-    "{%- if not (loop.first and message['role'] == 'system') -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
 static json_t *need(json_t *o, const char *key, const char *file) {
     json_t *v = json_object_get(o, key);
@@ -167,7 +153,7 @@ void export_hf(const char *run_dir, const char *out_dir, DType dtype, const char
     if (max_positions) json_object_set(tc, "model_max_length", max_positions);
     json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
     json_object_set_new(tc, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
-    json_object_set_new(tc, "chat_template", json_string(chat_template));
+    json_object_set_new(tc, "chat_template", json_string(chat_template_mmc));
     checkpoint_write_json(out_dir, "tokenizer_config.json", tc);
 
     json_t *arch = json_array_get(json_object_get(fields, "architectures"), 0);

@@ -15,6 +15,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     return NULL;
 }
 
+int cuda_device_sm(void) { return -1; }
+
 int cmd_check_kernels(int argc, char **argv) {
     (void)argc, (void)argv;
     die("check-kernels: %s", NO_CUDA);

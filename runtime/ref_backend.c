@@ -27,6 +27,16 @@ void ref_backend_watch(Backend *b, RefWatch watch, void *ctx) {
     r->watch_ctx = ctx;
 }
 
+char *backend_bf16_refusal(const Plan *pl, int sm, const char *device, const char *what) {
+    if (sm < 0 || sm >= 80) return NULL;
+    for (int i = 0; i < pl->g->n_nodes; i++)
+        if (pl->g->nodes[i]->dtype == DT_BF16 || pl->g->nodes[i]->compute == DT_BF16)
+            return xasprintf("%s computes in bf16 (policy %s), but %s (sm_%d) has no bf16 tensor cores (sm_80 and newer "
+                             "do): use the fp32 policy, or an fp16 one with a loss scaler (amp_fp16)",
+                             what, pl->g->policy.name, device, sm);
+    return NULL;
+}
+
 void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
     if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
         die("%s backend: %s of %lld bytes at %s+%lld is outside the buffer", b->name, what, (long long)bytes,
@@ -171,14 +181,17 @@ static void grad_norm(Ref *r) {
     MmcStepState *s = (MmcStepState *)r->buf[BUF_STATE];
     const void *grads = r->buf[BUF_GRADS];
     float inv_scale = t->loss_scaling ? (float)(1.0 / (double)s->scale) : 1.0f;
+    unsigned int *zeros = (unsigned int *)(r->buf[BUF_STATE] + MMC_STATE_ZEROS);
     int found = 0;
     float total_sq = 0;
     for (int p = 0; p < g->n_params; p++) {
         int64_t start = g->params[p].offset, len = shape_numel(&g->params[p].node->shape);
         double ss = 0;
+        zeros[p] = 0;
         for (int64_t k = 0; k < len; k++) {
             double gv = dtype_load(m, grads, (size_t)(start + k));
             found |= !isfinite(gv);
+            zeros[p] += gv == 0.0;
             double u = inv_scale == 1.0f ? gv : dtype_round(m, gv * inv_scale);
             ss += u * u;
         }
@@ -289,12 +302,27 @@ static int ref_fence(Backend *b) {
 }
 static void ref_wait(Backend *b, int ticket) { (void)b, (void)ticket; }
 
+static void ref_adopt(Backend *b, Backend *from) {
+    Ref *r = (Ref *)b, *f = (Ref *)from;
+    for (int i = 0; i < BUF_COUNT; i++)
+        if (backend_carried(i)) {
+            if (b->pl->p->buffer_bytes[i] != from->pl->p->buffer_bytes[i])
+                die("ref backend: %s holds %lld bytes in %s and %s %lld: the plans do not share a layout", b->pl->path,
+                    (long long)b->pl->p->buffer_bytes[i], buffer_name(i), from->pl->path,
+                    (long long)from->pl->p->buffer_bytes[i]);
+            free(r->buf[i]);
+            r->buf[i] = f->buf[i];
+            f->buf[i] = NULL;
+        }
+}
+
 Backend *ref_backend_create(Plan *pl) {
     Ref *r = xcalloc(1, sizeof *r);
     r->base = (Backend){"ref", pl, ref_write, ref_read, ref_run_group, ref_run_phase, ref_destroy,
-                        ref_host_alloc, ref_write, ref_read, ref_fence, ref_wait, NULL, NULL, 0};
+                        ref_host_alloc, ref_write, ref_read, ref_fence, ref_wait, NULL, NULL, 0, NULL};
     for (int i = 0; i < BUF_COUNT; i++) r->buf[i] = xcalloc((size_t)pl->p->buffer_bytes[i] + 1, 1);
     r->val = xcalloc((size_t)pl->g->next_id + 1, sizeof *r->val);
     r->base.device = xasprintf("CPU, %d threads", ref_thread_count());
+    r->base.adopt = ref_adopt;
     return &r->base;
 }

@@ -405,7 +405,7 @@ void ref_cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *ou
     }
     if (!parts[0]) free(stats);
     /* the template sums in double, then divides in the register type */
-    out[0] = dtype_round(c->reg, dtype_round(c->reg, total) / dtype_round(c->reg, kept));
+    out[0] = kept > 0 ? dtype_round(c->reg, dtype_round(c->reg, total) / dtype_round(c->reg, kept)) : 0; /* as the template */
     if (parts[1]) parts[1][0] = kept;
 }
 

@@ -18,7 +18,9 @@
 #include "defaults.h"
 #include "find_overflow.h"
 #include "init.h"
+#include "monitor.h"
 #include "plan_remake.h"
+#include "plan_set.h"
 #include "util.h"
 
 const Node *train_role(const Plan *pl, Role r) {
@@ -49,9 +51,27 @@ double read_loss(Backend *b) {
     return dtype_load(l->dtype, bytes, 0);
 }
 
+/* the target id the loss leaves out: the ignore of the cross_entropy against the targets
+ * (torch's -100 unless the graph names one), or BATCHER_PAD_ID when no cross_entropy reads them */
+static int64_t loss_ignore_id(const Plan *pl) {
+    const Node *targets = pl->g->role[ROLE_TARGETS];
+    for (int i = 0; i < pl->g->n_nodes; i++) {
+        const Node *n = pl->g->nodes[i];
+        if (n->op == OP_CROSS_ENTROPY && n->in[1] == targets) return n->a.ignore_index;
+    }
+    return BATCHER_PAD_ID;
+}
+
 Batcher *train_batches(const Plan *pl, const char *path, uint64_t shuffle) {
     const Node *ids_leaf = train_role(pl, ROLE_TOKENS);
-    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(pl), shuffle);
+    int64_t ignore = loss_ignore_id(pl);
+    Batcher *data = batcher_open(path, ids_leaf->shape.dim[0], ids_leaf->shape.dim[1], train_vocab(pl), shuffle, ignore);
+    if (data->file->mask && ignore == BATCHER_PAD_ID) {
+        batcher_close(data);
+        die("%s: has a loss mask, but no cross_entropy of %s reads the targets, so nothing would leave the masked "
+            "targets out",
+            path, pl->g->source);
+    }
     /* the loss leaves out the model's pad id: a file padded with another id would have its
      * padding learned, and its own pad id, a real token to the model, left out nowhere */
     const ModelInfo *m = &pl->g->model;
@@ -151,8 +171,9 @@ enum { LAG = 2, SLOTS = LAG + 1 };
 typedef struct Slot {
     int32_t **ids, **labels; /* [accumulation] pinned batches */
     unsigned char *losses;   /* [accumulation] losses in the loss dtype */
-    MmcStepState *state;
+    MmcStepState *state;     /* and after it the per-parameter zero counts (step_state.h) */
     int ticket;
+    const char *entered;     /* the policy whose plan this update was the first of, or NULL */
 } Slot;
 
 typedef struct Report {
@@ -168,6 +189,7 @@ typedef struct Report {
     double flops_per_token, peak_flops; /* MFU where the device's peak is known */
     double last_val;                    /* the latest --val loss, NAN before the first */
     int floor_warned;                   /* the alarm of the loss scale at its floor was given */
+    Monitor monitor;                    /* skip rate, underflow and loss spikes (monitor.h) */
 } Report;
 
 /* training FLOPs per token: 6 per parameter (forward and backward), and for each attention
@@ -243,9 +265,12 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
                         "that overflow there are skipped: a bf16 or fp32 policy, or a lower learning rate, may be needed\n",
                 (long long)(u + 1), t->scale_min);
     r->floor_warned = st->scale <= (float)t->scale_min && (r->floor_warned || at_floor);
-    if (r->metrics >= 0) {
+    StrBuf line = {0};
+    {
         char loss_s[32], norm_s[32], val_s[96] = "";
-        json_number(loss_s, sizeof loss_s, loss);
+        /* the loss to the last bit: a resumed run rebuilds its loss-spike window from these */
+        if (isfinite(loss)) snprintf(loss_s, sizeof loss_s, "%.17g", loss);
+        else snprintf(loss_s, sizeof loss_s, "null");
         json_number(norm_s, sizeof norm_s, st->grad_norm);
         if (has_val) {
             char vl[32], vp[32];
@@ -253,15 +278,27 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
             json_number(vp, sizeof vp, exp(val->loss));
             snprintf(val_s, sizeof val_s, ", \"val_loss\": %s, \"val_ppl\": %s", vl, vp);
         }
-        StrBuf line = {0};
         sb_printf(&line,
                   "{\"update\": %lld, \"epoch\": %lld, \"loss\": %s, \"lr\": %.9g, \"scale\": %.9g, \"grad_norm\": %s, "
-                  "\"skipped\": %d, \"growth_tracker\": %d, \"overflow_streak\": %d, \"seconds\": %.6f%s%s}\n",
+                  "\"skipped\": %d, \"growth_tracker\": %d, \"overflow_streak\": %d, \"seconds\": %.6f%s%s",
                   (long long)(u + 1), (long long)epoch, loss_s, st->lr, (double)st->scale, norm_s, st->skipped,
                   st->growth_tracker, st->overflow_streak, now - r->t0, val_s, at_floor ? ", \"scale_floor\": true" : "");
-        metrics_write(r, line.s, line.len);
-        sb_free(&line);
     }
+    if (slot->entered) {
+        json_t *name = json_string(slot->entered);
+        char *quoted = json_dumps(name, JSON_ENCODE_ANY);
+        sb_printf(&line, ", \"precision\": %s", quoted);
+        free(quoted);
+        json_decref(name);
+    }
+    MonitorReport mon = monitor_update(&r->monitor, u, r->steps, loss, st,
+                                       (const unsigned int *)((const unsigned char *)st + MMC_STATE_ZEROS),
+                                       t->loss_scaling, &line);
+    sb_append(&line, "}\n");
+    if (r->metrics >= 0) {
+        metrics_write(r, line.s, line.len);
+    }
+    sb_free(&line);
     if (has_val) r->last_val = val->loss;
     if (has_val && !r->quiet)
         printf("Eval(%lld/%lld) val_loss %.4f val_ppl %.3f | %lld batches, %.0f targets, %.2f s\n", (long long)(u + 1),
@@ -272,14 +309,18 @@ static void report(Report *r, const Backend *b, const Slot *slot, int64_t u, int
     char eta[32];
     duration(eta, sizeof eta, per_step * (double)(r->steps - u - 1));
     double tok_s = (double)(n * r->tokens_per_update) / dt;
-    char val_s[32] = "", mfu_s[32] = "";
+    char val_s[32] = "", mfu_s[32] = "", skip_s[64] = "";
+    if (mon.window_ended)
+        snprintf(skip_s, sizeof skip_s, " (%d of the last %lld, %.1f%%)", mon.window_skipped,
+                 (long long)mon.window_updates,
+                 mon.window_updates ? 100.0 * mon.window_skipped / (double)mon.window_updates : 0.0);
     if (!isnan(r->last_val)) snprintf(val_s, sizeof val_s, " val %.4f", r->last_val);
     if (r->peak_flops > 0) snprintf(mfu_s, sizeof mfu_s, " MFU %.1f%%", 100 * tok_s * r->flops_per_token / r->peak_flops);
     printf("Epoch[%lld/%lld](%lld/%lld) loss %.4f%s lr %.8f | %.1fK tok/s %.1f ms/step%s | scale %g grad_norm %.4f "
-           "skipped %d | ETA %s\n",
+           "skipped %d%s | ETA %s\n",
            (long long)(epoch > r->epochs ? r->epochs : epoch), (long long)r->epochs, (long long)(u + 1), (long long)r->steps,
            r->loss_sum / (double)n, val_s, st->lr, tok_s / 1e3, 1e3 * per_step, mfu_s, (double)st->scale,
-           (double)st->grad_norm, st->skipped, eta);
+           (double)st->grad_norm, st->skipped, skip_s, eta);
     fflush(stdout);
     r->loss_sum = 0;
     r->paused = 0;
@@ -374,14 +415,69 @@ static void check_out(const TrainOptions *o) {
         o->out);
 }
 
+/* The plan that runs update u (0-based): its phase's, or the fallback's from the update it
+ * falls back on (1-based fallback_at; 0: none). */
+static Plan *plan_for(const PlanSet *set, int64_t fallback_at, int64_t u) {
+    if (fallback_at > 0 && u + 1 >= fallback_at) return set->fallback;
+    return set->phase[planset_phase_of(set, u)];
+}
+
+/* Update u is the first of a plan the run enters: a phase's first, or the fallback's. */
+static int entering(const PlanSet *set, int64_t fallback_at, int64_t u) {
+    if (fallback_at > 0 && u + 1 >= fallback_at) return u + 1 == fallback_at;
+    int k = planset_phase_of(set, u);
+    return k > 0 && set->first[k] == u;
+}
+
+/* The step state as a plan starts it: its loss scaler from its init (a phase without one, as
+ * fp32, runs at scale 1), the counts and the schedule as they are. Applied at the first update
+ * of the plan, whether the run got there or was resumed there, so both go on alike. */
+static void enter_plan(Backend *b) {
+    MmcStepState st, fresh = init_state(b->pl, 1);
+    b->read(b, BUF_STATE, 0, &st, sizeof st);
+    st.scale = fresh.scale;
+    st.loss_seed = fresh.loss_seed;
+    st.growth_tracker = 0;
+    st.overflow_streak = 0;
+    b->write(b, BUF_STATE, 0, &st, sizeof st);
+}
+
+/* how the log names a plan of the set */
+static const char *plan_words(const PlanSet *set, const Plan *p) {
+    static char buf[256];
+    if (p == set->fallback) snprintf(buf, sizeof buf, "the fallback, %s (%s)", set->fallback_what, p->path);
+    else
+        for (int k = 0; k < set->n_phases; k++)
+            if (set->phase[k] == p) snprintf(buf, sizeof buf, "phase %d of %d, %s (%s)", k + 1, set->n_phases, p->g->policy.name, p->path);
+    return buf;
+}
+
+/* the update a resumed run falls back on, from the metrics of the run up to its checkpoint
+ * (0: it has not fallen back) */
+static int64_t metrics_fallback_at(const char *run_dir, int64_t upto) {
+    char *path = path_join(run_dir, "metrics.jsonl");
+    size_t len = 0;
+    char *text = try_read_file(path, &len);
+    int64_t at = 0;
+    for (char *line = text, *nl; line && (nl = memchr(line, '\n', len - (size_t)(line - text))); line = nl + 1) {
+        *nl = 0;
+        json_t *j = json_loads(line, 0, NULL), *u = j ? json_object_get(j, "update") : NULL;
+        json_t *f = j ? json_object_get(j, "fallback_at") : NULL;
+        if (json_is_integer(u) && json_integer_value(u) <= upto && json_is_integer(f)) at = json_integer_value(f);
+        json_decref(j);
+    }
+    free(text), free(path);
+    return at;
+}
+
 int train_run(const TrainOptions *o) {
     Plan *pl = plan_load(o->plan_dir);
     int updates = 0;
     for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
     if (!updates) die("train: %s has no backward pass (compiled with --forward): compile it without to train", o->plan_dir);
+    PlanSet *set = planset_load(pl);
     const TrainConfig *t = &pl->g->train;
     const Node *ids_leaf = train_role(pl, ROLE_TOKENS), *labels_leaf = train_role(pl, ROLE_TARGETS);
-    Backend *b = backend_open(pl, o->backend, "train");
     int64_t B = ids_leaf->shape.dim[0], T = ids_leaf->shape.dim[1];
     if (o->batch && o->batch != B)
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
@@ -389,7 +485,6 @@ int train_run(const TrainOptions *o) {
     Batcher *data = train_batches(pl, o->data, o->shuffle);
     int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
-    init_consts(b);
     RunPosition pos = {0, o->seed, o->shuffle, "", ""};
     char sha[65] = "";
     if (o->out || o->resume) tokens_sha256(data->file, sha);
@@ -403,18 +498,26 @@ int train_run(const TrainOptions *o) {
         checkpoint_tidy(out, o->force && !same_run);
     }
     MmcStepState st;
-    int64_t start = 0;
+    int64_t start = 0, model_update = -1, fallback_at = 0;
+    char *ckpt = o->resume ? checkpoint_committed(o->resume, pl->g->hash, &model_update) : NULL;
+    if (ckpt && set->fallback) fallback_at = metrics_fallback_at(o->resume, model_update);
+    /* the plan of the first update to run: of its phase, or the fallback once the run fell back */
+    Backend *b = backend_open(plan_for(set, fallback_at, model_update > 0 ? model_update : 0), o->backend, "train");
+    init_consts(b);
+    if (set->fallback && !strcmp(b->name, "cuda")) { /* refused before the run, not when it fires */
+        char *refusal = backend_bf16_refusal(set->fallback, cuda_device_sm(), b->device, "the fallback plan");
+        if (refusal) die("train: %s (or train with --no-fallback)", refusal);
+    }
     if (o->resume) {
-        int64_t model_update;
-        char *set = checkpoint_committed(o->resume, pl->g->hash, &model_update);
-        pos = checkpoint_resume(b, set);
+        char *set_dir = ckpt;
+        pos = checkpoint_resume(b, set_dir, plan_for(set, fallback_at, model_update > 0 ? model_update - 1 : 0));
         check_resume_data(o, &pos, sha);
         b->read(b, BUF_STATE, 0, &st, sizeof st);
         if (model_update >= 0 && model_update != st.update)
             die("train: %s/model.safetensors is of update %lld, but the step state beside it of update %d: they are not "
                 "one checkpoint",
-                set, (long long)model_update, st.update);
-        free(set);
+                set_dir, (long long)model_update, st.update);
+        free(set_dir);
         start = st.update;
         int64_t planned = (int64_t)(st.total_micro / t->accumulation + 0.5);
         if (o->steps > 0 && o->steps != planned) {
@@ -437,7 +540,7 @@ int train_run(const TrainOptions *o) {
     } else {
         init_params(b, o->seed);
         if (o->init) checkpoint_load_weights(b, o->init);
-        st = init_state(pl, steps);
+        st = init_state(b->pl, steps);
         b->write(b, BUF_STATE, 0, &st, sizeof st);
     }
     if (!pos.data_sha256[0] && sha[0]) { /* a new run, or one from before runs recorded their data */
@@ -454,7 +557,7 @@ int train_run(const TrainOptions *o) {
     void *weights_copy = NULL;
     int64_t eval_every = o->eval_interval > 0 ? o->eval_interval : 200;
     if (o->val) {
-        eval_dir = plan_remake(pl, NULL, 0, NULL, 0, 1);
+        eval_dir = plan_remake(b->pl, NULL, 0, NULL, 0, 1);
         epl = plan_load(eval_dir);
         eb = backend_open(epl, o->backend, "train --val");
         init_consts(eb);
@@ -475,9 +578,18 @@ int train_run(const TrainOptions *o) {
         r.metrics_path = path_join(out, "metrics.jsonl");
         r.metrics = open_metrics(r.metrics_path, start, &r.metrics_bytes);
     }
+    r.interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
+    monitor_init(&r.monitor, pl, r.interval);
+    if (set->fallback && !o->no_fallback)
+        monitor_fallback(&r.monitor, set->overflow_rate, set->window, set->min_scale, set->fallback_what, LAG);
+    if (o->resume) {
+        char *history = path_join(o->resume, "metrics.jsonl"); /* cut back to the checkpoint's update by now */
+        monitor_resume(&r.monitor, history, start);
+        free(history);
+    }
+    r.monitor.fallback_at = fallback_at; /* a fallback that fired stays, --no-fallback or not */
     r.steps = steps;
     r.epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
-    r.interval = o->log_interval > 0 ? o->log_interval : t->log_interval > 0 ? t->log_interval : 100;
     r.quiet = o->quiet;
     r.tokens_per_update = B * T * t->accumulation;
     r.t0 = r.t_last = now_seconds();
@@ -494,6 +606,7 @@ int train_run(const TrainOptions *o) {
                b->device ? b->device : "?");
 
     size_t batch_bytes = (size_t)(B * T) * sizeof(int32_t), loss_bytes = dtype_size(pl->g->loss->dtype);
+    size_t state_bytes = MMC_STATE_BYTES((size_t)pl->g->n_params);
     Slot slot[SLOTS];
     int64_t epoch_of[SLOTS] = {0};
     for (int s = 0; s < SLOTS; s++) {
@@ -504,12 +617,12 @@ int train_run(const TrainOptions *o) {
             slot[s].labels[a] = b->host_alloc(b, batch_bytes);
         }
         slot[s].losses = b->host_alloc(b, loss_bytes * (size_t)t->accumulation);
-        slot[s].state = b->host_alloc(b, sizeof(MmcStepState));
+        slot[s].state = b->host_alloc(b, state_bytes);
         slot[s].ticket = -1;
     }
     float *inf = b->host_alloc(b, sizeof(float));
     *inf = INFINITY;
-    const Node *loss_node = pl->g->loss;
+    const Node *loss_node = b->pl->g->loss;
     int64_t u = start, reported = start;
     /* --find-overflow: each update waited for, the state it started from kept, until one
      * overflows and find_overflow names the op */
@@ -520,6 +633,39 @@ int train_run(const TrainOptions *o) {
     catch_signals();
     for (; u < steps; u++) {
         Slot *sl = &slot[u % SLOTS];
+        Plan *want = plan_for(set, r.monitor.fallback_at, u);
+        if (want != b->pl) { /* a new phase, or the fallback: the buffers change hands */
+            for (; reported < u; reported++) {
+                Slot *rs = &slot[reported % SLOTS];
+                b->wait(b, rs->ticket);
+                report(&r, b, rs, reported, epoch_of[reported % SLOTS], &vres[reported % SLOTS]);
+            }
+            for (int k = 0; k < SLOTS; k++) slot[k].ticket = -1; /* all waited for, on the backend that goes */
+            Backend *next = backend_open(want, o->backend, "train");
+            init_consts(next);
+            next->adopt(next, b);
+            b->destroy(b);
+            b = next;
+            loss_node = b->pl->g->loss; /* where this plan keeps it (the inputs are where they were, plan_set.c) */
+            if (eb) { /* the evaluation runs the new plan's policy */
+                eb->destroy(eb);
+                plan_remove_temp(eval_dir);
+                free(eval_dir);
+                eval_dir = plan_remake(b->pl, NULL, 0, NULL, 0, 1);
+                epl = plan_load(eval_dir);
+                eb = backend_open(epl, o->backend, "train --val");
+                init_consts(eb);
+                MmcStepState est = init_state(epl, 1);
+                eb->write(eb, BUF_STATE, 0, &est, sizeof est);
+            }
+            if (!o->quiet) printf("update %lld: %s\n", (long long)(u + 1), plan_words(set, b->pl));
+        }
+        sl->entered = NULL;
+        if (entering(set, r.monitor.fallback_at, u)) {
+            enter_plan(b);
+            sl->entered = b->pl->g->policy.name;
+            if (finding) b->read(b, BUF_STATE, 0, &before, sizeof before);
+        } else if (u == 0 && (set->n_phases > 1 || set->fallback)) sl->entered = b->pl->g->policy.name;
         if (sl->ticket >= 0) b->wait(b, sl->ticket); /* its previous update was reported already */
         for (int a = 0; a < t->accumulation; a++) {
             batcher_next(data, sl->ids[a], sl->labels[a]);
@@ -530,7 +676,7 @@ int train_run(const TrainOptions *o) {
         }
         if (u + 1 == o->inject_inf) b->write_async(b, BUF_GRADS, 0, inf, sizeof *inf);
         b->run_phase(b, PHASE_UPDATE);
-        b->read_async(b, BUF_STATE, 0, sl->state, sizeof(MmcStepState));
+        b->read_async(b, BUF_STATE, 0, sl->state, (int64_t)state_bytes);
         sl->ticket = b->fence(b);
         if (finding) {
             b->wait(b, sl->ticket);
@@ -603,6 +749,8 @@ int train_run(const TrainOptions *o) {
         close(r.metrics);
     }
     free(r.metrics_path);
+    monitor_free(&r.monitor);
+    planset_free(set);
     if (lock >= 0) close(lock);
     if (o->result) {
         o->result->updates = u - start;

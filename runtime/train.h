@@ -33,6 +33,7 @@ typedef struct TrainOptions {
     int save_interval;    /* updates between checkpoints (with --out; 1000 unless told); 0: only at the end */
     int64_t inject_inf;   /* >0: an inf in the gradients of this update (tests the scaler) */
     int find_overflow;    /* at the first update that overflows, name the op (find_overflow.h) */
+    int no_fallback;      /* the plan's fallback (plan_set.h) never fires */
     int64_t stop_after;   /* >0: stop (with a checkpoint) after this update, as if interrupted */
     int quiet;
     int force;            /* --out may replace a run already there */

@@ -58,7 +58,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (a[0] == '-' && strcmp(a, "--quiet") && strcmp(a, "--force") && strcmp(a, "--find-overflow") && !has)
+        if (a[0] == '-' && strcmp(a, "--quiet") && strcmp(a, "--force") && strcmp(a, "--find-overflow") && strcmp(a, "--no-fallback") && !has)
             die("train: %s needs a value", a);
         if (!strcmp(a, "--data")) o.data = argv[++i];
         else if (!strcmp(a, "--backend")) o.backend = argv[++i];
@@ -102,6 +102,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--stop-after")) o.stop_after = option_int("train", a, argv[++i], 0);
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "--find-overflow")) o.find_overflow = 1;
+        else if (!strcmp(a, "--no-fallback")) o.no_fallback = 1;
         else if (!strcmp(a, "--force")) o.force = 1;
         else if (a[0] == '-') {
             static const char *const known[] = {"--data", "--backend", "--out", "--resume", "--init", "--steps", "--batch",
@@ -111,7 +112,7 @@ int cmd_train(int argc, char **argv) {
                                                 "--clip", "--accumulation", "--warmup", "--loss-scale-init",
                                                 "--loss-scale-growth", "--loss-scale-backoff", "--loss-scale-interval",
                                                 "--loss-scale-max", "--loss-scale-min", "--loss-scale-hysteresis",
-                                                "--loss-scale-fixed", "--find-overflow", NULL};
+                                                "--loss-scale-fixed", "--find-overflow", "--no-fallback", NULL};
             die_unknown_option("train", a, known);
         } else if (!o.plan_dir) o.plan_dir = a;
         else die("train: one plan folder at a time (got %s and %s)", o.plan_dir, a);

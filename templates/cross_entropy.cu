@@ -42,7 +42,9 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     total = block_sum(total, dred);
     kept = block_sum(kept, dred);
     if (threadIdx.x == 0) {
-        st({{LOSS}}, 0, mmc_div(({{R}})total, ({{R}})kept));
+        // a batch whose every target is left out (a loss mask can do it) has the loss 0,
+        // not a mean over nothing, and its gradients are 0 too
+        st({{LOSS}}, 0, kept > 0 ? mmc_div(({{R}})total, ({{R}})kept) : ({{R}})0);
         st({{COUNT}}, 0, kept);
         mmc_ticket_reset(state);
     }

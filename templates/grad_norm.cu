@@ -2,7 +2,8 @@
 // gradients. One block per chunk of one parameter: the chunk's sum of squares of the
 // unscaled gradients and whether any gradient is inf/nan. The last block sums the chunks of
 // each parameter (a warp a parameter, in a fixed order: torch._foreach_norm), takes the L2
-// norm of those norms, the clip coefficient and this update's learning rate.
+// norm of those norms, the clip coefficient and this update's learning rate. It also counts
+// each parameter's gradient elements that are exactly zero (underflow, step_state.h).
 {{TABLES}}
 extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     __shared__ double red[32];
@@ -12,6 +13,8 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     double *partial = (double *)(b.scratch + MMC_GRAD_NORM_PARTIAL({{NCHUNKS}}, {{NPARAMS}})); // [chunks] sums of squares
     double *norms = (double *)(b.scratch + MMC_GRAD_NORM_NORMS({{NCHUNKS}}, {{NPARAMS}}));     // [params] their norms
     int *bad = (int *)(b.scratch + MMC_GRAD_NORM_BAD({{NCHUNKS}}, {{NPARAMS}}));              // [chunks] non-finite seen
+    unsigned int *zeros = (unsigned int *)(b.scratch + MMC_GRAD_NORM_ZEROS({{NCHUNKS}}, {{NPARAMS}})); // [chunks] exact zeros
+    __shared__ unsigned int zeros_shared;
     const float inv_scale = {{SCALING}} ? (float)(1.0 / (double)state->scale) : 1.0f;
     const int c = blockIdx.x;
     int param = 0;
@@ -20,20 +23,24 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     const long end = start + {{CHUNK}} < {{P}}_len[param] ? start + {{CHUNK}} : {{P}}_len[param];
     double ss = 0;
     int nonfinite = 0;
+    unsigned int zero = 0;
     for (long k = start + threadIdx.x; k < end; k += blockDim.x) {
         const {{M}} g = grads[{{P}}_start[param] + k];
         nonfinite |= !isfinite(g);
+        zero += g == ({{M}})0;
         const {{M}} u = inv_scale == 1.0f ? g : g * inv_scale;
         ss += (double)u * (double)u;
     }
     ss = block_sum(ss, red);
-    if (threadIdx.x == 0) bad_shared = 0;
+    if (threadIdx.x == 0) bad_shared = 0, zeros_shared = 0;
     __syncthreads();
     if (nonfinite) bad_shared = 1;
+    if (zero) atomicAdd(&zeros_shared, zero); // an integer sum: the same in any order
     __syncthreads();
     if (threadIdx.x == 0) {
         partial[c] = ss;
         bad[c] = bad_shared;
+        zeros[c] = zeros_shared;
         __threadfence();
         last = mmc_ticket_last(state);
     }
@@ -43,14 +50,20 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     // each warp takes every 8th parameter: its lanes sum the chunks, then a fixed butterfly
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int found_w = 0;
+    unsigned int *param_zeros = (unsigned int *)(b.state + MMC_STATE_ZEROS);
     for (int p = warp; p < {{NPARAMS}}; p += blockDim.x >> 5) {
         double sum = 0;
+        unsigned int z = 0;
         for (int k = {{P}}_chunk0[p] + lane; k < {{P}}_chunk0[p + 1]; k += 32) {
             sum += __ldcg(partial + k);
             found_w |= __ldcg(bad + k);
+            z += __ldcg(zeros + k);
         }
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) norms[p] = sum;
+        for (int o = 16; o > 0; o >>= 1) {
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            z += __shfl_xor_sync(0xffffffffu, z, o);
+        }
+        if (lane == 0) norms[p] = sum, param_zeros[p] = z;
     }
     found_w = __any_sync(0xffffffffu, found_w);
     if (lane == 0 && found_w) bad_shared = 1; // this block's own flag, now or-ed with every chunk's

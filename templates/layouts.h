@@ -16,12 +16,14 @@
 
 /* The scratch buffer of the grad-norm kernel, for its `chunks` blocks over `params`
  * parameters: byte offsets of partial[chunks] (double: each block's sum of squares, written
- * by its block), norms[params] (double: each parameter's, written by the last block) and
- * bad[chunks] (int: the block saw an inf or nan). Sized by pass_memplan.c; written and read
+ * by its block), norms[params] (double: each parameter's, written by the last block),
+ * bad[chunks] (int: the block saw an inf or nan) and zeros[chunks] (unsigned int: gradient
+ * elements of the block exactly zero). Sized by pass_memplan.c; written and read
  * by grad_norm.cu alone (the ref backend sums in place). */
 #define MMC_GRAD_NORM_PARTIAL(chunks, params) 0
 #define MMC_GRAD_NORM_NORMS(chunks, params) ((chunks) * sizeof(double))
 #define MMC_GRAD_NORM_BAD(chunks, params) (((chunks) + (params)) * sizeof(double))
-#define MMC_GRAD_NORM_BYTES(chunks, params) (MMC_GRAD_NORM_BAD(chunks, params) + (chunks) * sizeof(int))
+#define MMC_GRAD_NORM_ZEROS(chunks, params) (MMC_GRAD_NORM_BAD(chunks, params) + (chunks) * sizeof(int))
+#define MMC_GRAD_NORM_BYTES(chunks, params) (MMC_GRAD_NORM_ZEROS(chunks, params) + (chunks) * sizeof(unsigned int))
 
 #endif

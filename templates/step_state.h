@@ -22,6 +22,14 @@ typedef struct MmcStepState {
     int pad_;             /* explicit, so the struct has no padding bytes of unknown value */
 } MmcStepState;
 
+/* The state buffer holds the step state, then one unsigned int a parameter (in the graph's
+ * parameter order): how many elements of its gradient were exactly zero when the update
+ * phase read them, written by grad_norm each update. A gradient that reaches zero through f16
+ * or bf16 has underflowed; the trainer reports the share per tensor. Resume files keep the
+ * step state alone, as these counts are rewritten every update. */
+#define MMC_STATE_ZEROS sizeof(MmcStepState)
+#define MMC_STATE_BYTES(params) (MMC_STATE_ZEROS + (params) * sizeof(unsigned int))
+
 /* The loss scaler's settings (train { loss_scale = {...} }, compiler/train_settings.h). */
 typedef struct MmcScaler {
     double growth, backoff; /* factors: after `interval` clean updates, and on an overflow */

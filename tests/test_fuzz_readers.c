@@ -2,14 +2,16 @@
  * damage to three files of graphs/tiny.lua, made here:
  *   - model.safetensors (what --init, --resume, eval, generate and export read),
  *   - resume.safetensors after two updates (what --resume reads),
- *   - a token file of rows (what --data and --val read);
+ *   - a token file of rows (what --data and --val read), and one with a loss-mask plane (format
+ *     version 2, what mmc data --sft writes);
  * cut, flipped bytes, huge header lengths, and edits of the parsed header (numbers made -1,
  * 2^62, 1e308, strings, nested arrays; fields gone or unknown; names twice; offsets that
  * overlap), of the step state's fields, of the metadata and of the token header. Each case
  * is either refused with one line that names the file (die() jumps back here) or accepted
  * and then used: weights loaded into a ref backend, exported to f16 and read back; a resume
  * state applied, and a batch read at its data position; a token file batched at random
- * positions. The first 300 accepted cases of each safetensors reader also run a step on the
+ * positions. Damage a version 2 file must be refused for (a truncated mask plane, a bad mask
+ * offset, unknown flags, version 3) is checked to be refused. The first 300 accepted cases of each safetensors reader also run a step on the
  * ref backend (forward and backward on the weights; an update from the resume state). A
  * crash or a case that takes over 60 s (a hang) ends the test, naming the reader, the case
  * and the seed.
@@ -34,7 +36,7 @@
 /* the files, in a folder of this process's own, so that two runs at once do not write each
  * other's (a file cut while another process maps it is a SIGBUS there) */
 static struct {
-    char *dir, *run, *cases, *data, *exported, *weights, *resume, *tokens, *fifo;
+    char *dir, *run, *cases, *data, *masked, *exported, *weights, *resume, *tokens, *fifo;
 } at;
 
 static void make_paths(void) {
@@ -42,6 +44,7 @@ static void make_paths(void) {
     at.run = xasprintf("%s/run", at.dir);
     at.cases = xasprintf("%s/case", at.dir);
     at.data = xasprintf("%s/data.bin", at.dir);
+    at.masked = xasprintf("%s/masked.bin", at.dir);
     at.exported = xasprintf("%s/export.safetensors", at.dir);
     at.weights = xasprintf("%s/weights.safetensors", at.cases);
     at.resume = xasprintf("%s/resume.safetensors", at.cases);
@@ -377,7 +380,7 @@ typedef struct World {
     int64_t B, T;
     long steps_left; /* accepted cases that still run a step, of the reader at hand */
     char *data_path; /* the valid token file */
-    Buf model, resume, tokens;
+    Buf model, resume, tokens, masked; /* masked: a version 2 token file with a loss mask */
 } World;
 
 /* the message of a refusal: one line, naming the file */
@@ -437,9 +440,9 @@ static int use_resume(World *w, const char *dir, long k) {
     static volatile int stage;
     stage = 0;
     if (!setjmp(on_die)) {
-        RunPosition pos = checkpoint_resume(w->b, dir);
+        RunPosition pos = checkpoint_resume(w->b, dir, NULL);
         stage = 1;
-        Batcher *data = batcher_open(w->data_path, w->B, w->T, 320, pos.shuffle);
+        Batcher *data = batcher_open(w->data_path, w->B, w->T, 320, pos.shuffle, BATCHER_PAD_ID);
         data->position = pos.rows;
         MmcStepState before, after;
         w->b->read(w->b, BUF_STATE, 0, &before, sizeof before);
@@ -473,7 +476,7 @@ static int use_resume(World *w, const char *dir, long k) {
  * id below the vocabulary */
 static int use_tokens(World *w, const char *path, long k, uint32_t model_vocab, uint64_t shuffle) {
     if (!setjmp(on_die)) {
-        Batcher *data = batcher_open(path, w->B, w->T, model_vocab, shuffle);
+        Batcher *data = batcher_open(path, w->B, w->T, model_vocab, shuffle, BATCHER_PAD_ID);
         int64_t n = w->B * w->T;
         int32_t *x = xmalloc((size_t)n * sizeof *x), *y = xmalloc((size_t)n * sizeof *y);
         for (int i = 0; i < 3; i++) {
@@ -506,6 +509,20 @@ static void write_tokens(const char *path, int64_t rows, int64_t T, uint32_t pad
     free(row);
 }
 
+/* 47 rows of T + 1, so that the ids end off a multiple of 8 (zero bytes before the mask
+ * plane) and the plane's last byte is partly past the last token */
+static void write_masked_tokens(const char *path, int64_t T) {
+    TokenWriter *tw = tokens_create_masked(path, 320, (uint32_t)(T + 1), 0, NULL);
+    uint16_t *row = xmalloc((size_t)(T + 1) * sizeof *row);
+    uint8_t *mask = xmalloc((size_t)(T + 1));
+    for (int64_t r = 0; r < 47; r++) {
+        for (int64_t t = 0; t <= T; t++) row[t] = t ? (uint16_t)(3 + below(317)) : 1, mask[t] = t && chance(0.5);
+        tokens_append_masked(tw, row, mask, (size_t)(T + 1));
+    }
+    tokens_finish(tw);
+    free(row), free(mask);
+}
+
 static void setup(World *w) {
     make_dirs(at.run);
     make_dirs(at.cases);
@@ -521,7 +538,7 @@ static void setup(World *w) {
     init_params(w->b, 3);
     MmcStepState st = init_state(w->pl, 8);
     w->b->write(w->b, BUF_STATE, 0, &st, sizeof st);
-    Batcher *data = batcher_open(w->data_path, w->B, w->T, 320, 5);
+    Batcher *data = batcher_open(w->data_path, w->B, w->T, 320, 5, BATCHER_PAD_ID);
     train_update(w->b, data);
     train_update(w->b, data);
     RunPosition pos = {data->position, 3, 5, "", "data.bin"};
@@ -533,6 +550,8 @@ static void setup(World *w) {
     w->model = buf_file(model);
     w->resume = buf_file(resume);
     w->tokens = buf_file(w->data_path);
+    write_masked_tokens(at.masked, w->T);
+    w->masked = buf_file(at.masked);
     buf_write(&w->model, case_model); /* beside each damaged resume file */
     /* the valid files are accepted, or the cases below test nothing */
     w->steps_left = 2;
@@ -540,6 +559,11 @@ static void setup(World *w) {
     CHECK(use_model(w, model, -1), "the valid model.safetensors is refused: %s", last_error);
     CHECK(use_resume(w, at.run, -1), "the valid resume.safetensors is refused: %s", last_error);
     CHECK(use_tokens(w, w->data_path, -1, 320, 0), "the valid token file is refused: %s", last_error);
+    CHECK(use_tokens(w, at.masked, -1, 320, 0), "the valid masked token file is refused: %s", last_error);
+    TokenFile *masked = tokens_open(at.masked, 0);
+    CHECK(masked->version == 2 && masked->mask && !tokens_counts(masked, 0) && masked->count == 47 * (uint64_t)(w->T + 1),
+          "the masked token file reads back without its mask");
+    tokens_close(masked);
     set_die_hook(NULL);
     free(model), free(resume), free(case_model);
 }
@@ -621,6 +645,50 @@ static Buf tokens_case(const World *w) {
     return b;
 }
 
+/* the version 2 file: its v1 damage, and damage of what v2 adds; *must_refuse when no reader
+ * may accept the result */
+static Buf masked_case(const World *w, int *must_refuse) {
+    Buf b = buf_copy(w->masked.p, w->masked.n);
+    uint64_t count = get_le(b.p + 16, 8), at = get_le(b.p + 72, 8), plane = (count + 7) / 8;
+    *must_refuse = 1;
+    switch (below(8)) {
+    case 0: /* the mask plane cut short, or gone */
+        b.n -= 1 + below(plane);
+        break;
+    case 1: { /* the mask offset elsewhere */
+        const uint64_t odd[] = {0, 1, 64, 127, 128, at - 8, at - 1, at + 1, at + 8, b.n, b.n - plane + 1, 1ull << 62, UINT64_MAX};
+        put_le(b.p + 72, 8, odd[below(sizeof odd / sizeof *odd)]);
+        break;
+    }
+    case 2: /* flags this mmc does not know, with or without the mask bit */
+        put_le(b.p + 64, 4, (uint64_t)(1u << (1 + below(31))) | (chance(0.5) ? 1 : 0));
+        break;
+    case 3: { /* a version this mmc does not read, or version 1 over a version 2 layout */
+        const uint64_t odd[] = {0, 1, 3, 4, 255, UINT32_MAX};
+        put_le(b.p + 8, 4, odd[below(sizeof odd / sizeof *odd)]);
+        break;
+    }
+    case 4: /* the mask flag off while a plane follows, a reserved byte set, bits past the last token */
+        if (chance(0.3)) put_le(b.p + 64, 4, 0);
+        else if (chance(0.5)) b.p[68 + below(60)] ^= (unsigned char)(1 + below(255));
+        else if (count % 8) b.p[b.n - 1] |= (unsigned char)(0x80);
+        else *must_refuse = 0;
+        break;
+    case 5: /* other mask bits: still a valid file */
+        for (int k = 1 + (int)below(16); k > 0; k--) {
+            uint64_t i = below(count);
+            b.p[at + i / 8] ^= (unsigned char)(1u << (i % 8));
+        }
+        *must_refuse = 0;
+        break;
+    default:
+        mutate_bytes(&b, chance(0.3) ? 0 : 64);
+        *must_refuse = 0;
+        break;
+    }
+    return b;
+}
+
 /* a FIFO, a folder and /dev/zero are refused before they are read: they would block, fail
  * late or never end */
 static void special_files(World *w) {
@@ -660,8 +728,9 @@ int main(void) {
     set_die_hook(jump_back);
     current_reader = "special files";
     special_files(&w);
-    Tally tally[3] = {{"model.safetensors", 0, 0, 0, 0}, {"resume.safetensors", 0, 0, 0, 0}, {"token file", 0, 0, 0, 0}};
-    for (int reader = 0; reader < 3; reader++) {
+    Tally tally[4] = {{"model.safetensors", 0, 0, 0, 0}, {"resume.safetensors", 0, 0, 0, 0}, {"token file", 0, 0, 0, 0},
+                      {"masked token file", 0, 0, 0, 0}};
+    for (int reader = 0; reader < 4; reader++) {
         Tally *t = &tally[reader];
         current_reader = t->name;
         w.steps_left = 300;
@@ -681,6 +750,13 @@ int main(void) {
                 buf_write(&b, at.resume);
                 free(b.p);
                 ok = use_resume(&w, at.cases, k);
+            } else if (reader == 3) {
+                int must_refuse;
+                Buf b = masked_case(&w, &must_refuse);
+                buf_write(&b, at.tokens);
+                free(b.p);
+                ok = use_tokens(&w, at.tokens, k, 320, chance(0.5) ? 1 + below(5) : 0);
+                CHECK(!(ok && must_refuse), "masked token file case %ld: damage of the version 2 layout accepted", k);
             } else {
                 Buf b = tokens_case(&w);
                 buf_write(&b, at.tokens);
@@ -705,7 +781,7 @@ int main(void) {
     }
     set_die_hook(NULL);
     w.b->destroy(w.b);
-    free(w.model.p), free(w.resume.p), free(w.tokens.p), free(w.data_path);
+    free(w.model.p), free(w.resume.p), free(w.tokens.p), free(w.masked.p), free(w.data_path);
     char *rm = xasprintf("rm -rf '%s'", at.dir);
     CHECK(system(rm) == 0, "%s", rm);
     free(rm);

@@ -5,6 +5,7 @@
  *            cuts to max_length - 2), then padding; the trainer leaves targets equal to the
  *            pad id out of the loss, which is MiniMind's loss mask.
  *   --pack:  the documents back to back, cut into rows; only the last row is padded.
+ *   --sft:   MiniMind's SFT rows, with a loss mask (sft_data.c).
  * A document goes to the validation file (train.bin -> train.val.bin) when a hash of its
  * text falls below --val, so the split is the same on every run and duplicates of a
  * document land on the same side. Output never depends on the thread count. */
@@ -15,6 +16,7 @@
 #include "args.h"
 #include "bytemap.h"
 #include "cli.h"
+#include "data_cli.h"
 #include "defaults.h"
 #include "jsonl.h"
 #include "tokenizer.h"
@@ -66,10 +68,10 @@ static void worker_free(void *ctx, void *state) {
     free(w);
 }
 
-static bool goes_to_val(const Data *d, const char *text, size_t len) {
-    if (d->val <= 0) return false;
-    uint64_t h = bytes_hash(text, len) * 0xD6E8FEB86659FD93ULL; /* a different draw than the hash tables' */
-    return (double)(h >> 11) / 9007199254740992.0 < d->val;
+bool data_goes_to_val(double val, const char *bytes, size_t len) {
+    if (val <= 0) return false;
+    uint64_t h = bytes_hash(bytes, len) * 0xD6E8FEB86659FD93ULL; /* a different draw than the hash tables' */
+    return (double)(h >> 11) / 9007199254740992.0 < val;
 }
 
 static void add_document(const Data *d, Split *s, const IdVec *ids) {
@@ -98,7 +100,7 @@ static void work(void *ctx, void *state, JsonlChunk *c) {
     while (jsonl_next(c, &cur, &text, &len, &line)) {
         w->ids.n = 0;
         tokenizer_encode(w->enc, text, len, &w->ids);
-        add_document(d, &out[goes_to_val(d, text, len)], &w->ids);
+        add_document(d, &out[data_goes_to_val(d->val, text, len)], &w->ids);
     }
     c->result = out;
 }
@@ -128,13 +130,13 @@ static void remove_partial_output(void) {
     if (writing) abort_output(writing);
 }
 
-static uint16_t special_id(const Tokenizer *t, const char *flag, const char *content) {
+uint16_t data_special_id(const Tokenizer *t, const char *flag, const char *content) {
     int64_t id = tokenizer_token_id(t, content);
     if (id < 0) die("data: the tokenizer has no token %s (choose another with %s TOKEN)", content, flag);
     return (uint16_t)id;
 }
 
-static char *val_path(const char *out) {
+char *data_val_path(const char *out) {
     size_t n = strlen(out);
     if (n > 4 && strcmp(out + n - 4, ".bin") == 0) return xasprintf("%.*s.val.bin", (int)(n - 4), out);
     return xasprintf("%s.val", out);
@@ -158,7 +160,16 @@ static void finish(Data *d, int k, const char *path) {
     putchar('\n');
 }
 
+void data_print_stats(const JsonlStats *st) {
+    printf("%.1f MB, %llu lines in %.1f s (%.1f MB/s)", (double)st->bytes / 1e6, (unsigned long long)st->lines, st->seconds,
+           st->seconds > 0 ? (double)st->bytes / 1e6 / st->seconds : 0.0);
+    if (st->bad) printf(", %llu bad lines skipped (the first: line %llu)", (unsigned long long)st->bad, (unsigned long long)st->first_bad);
+    putchar('\n');
+}
+
 int cmd_data(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--sft")) return cmd_data_sft(argc, argv); /* conversations: sft_data.c */
     const char *input = NULL, *tok_path = NULL, *out = NULL;
     const char *bos = "<|im_start|>", *eos = "<|im_end|>", *pad = "<|endoftext|>";
     bool use_default = false;
@@ -188,7 +199,7 @@ int cmd_data(int argc, char **argv) {
         else if (!input) input = a;
         else die("data: one input at a time (got %s and %s)", input, a);
     }
-    if (!input && !use_default) die("data: which corpus? usage: mmc data CORPUS.jsonl --tokenizer tokenizer.json --seq 512 -o train.bin [--val 0.005] [--pack]");
+    if (!input && !use_default) die("data: which corpus? usage: mmc data CORPUS.jsonl --tokenizer tokenizer.json --seq 512 -o train.bin [--val 0.005] [--pack], or mmc data --sft CONVERSATIONS.jsonl ... for supervised fine-tuning");
     if (input && use_default) die("data: a corpus or --default, not both");
     if (!tok_path && !use_default) die("data: which tokenizer? (--tokenizer tokenizer.json)");
     if (!out) die("data: where to? (-o train.bin)");
@@ -196,10 +207,10 @@ int cmd_data(int argc, char **argv) {
     if (tokenizer_vocab_size(t) > 65536) die("data: token files hold 16-bit ids, and this tokenizer has %u", tokenizer_vocab_size(t));
     d.t = t;
     d.row = d.seq + 1;
-    d.bos = special_id(t, "--bos", bos), d.eos = special_id(t, "--eos", eos), d.pad = special_id(t, "--pad", pad);
+    d.bos = data_special_id(t, "--bos", bos), d.eos = data_special_id(t, "--eos", eos), d.pad = data_special_id(t, "--pad", pad);
     if (use_default) job.mem = default_corpus(&job.mem_len);
     else job.path = input;
-    char *vpath = val_path(out);
+    char *vpath = data_val_path(out);
     char sha[65];
     tokenizer_json_sha256(tok_path ? tok_path : "default", sha); /* recorded, so runs can keep the tokenizer */
     d.out[0] = tokens_create(out, tokenizer_vocab_size(t), d.row, d.pad, sha);
@@ -217,10 +228,7 @@ int cmd_data(int argc, char **argv) {
     if (d.out[1]) finish(&d, 1, vpath);
     writing = NULL;
     if (d.val > 0 && !d.total[1].docs) fprintf(stderr, "mmc: warning: no document fell into the validation split (--val %g)\n", d.val);
-    printf("%.1f MB, %llu lines in %.1f s (%.1f MB/s)", (double)st.bytes / 1e6, (unsigned long long)st.lines, st.seconds,
-           st.seconds > 0 ? (double)st.bytes / 1e6 / st.seconds : 0.0);
-    if (st.bad) printf(", %llu bad lines skipped (the first: line %llu)", (unsigned long long)st.bad, (unsigned long long)st.first_bad);
-    putchar('\n');
+    data_print_stats(&st);
     free(vpath);
     tokenizer_free(t);
     return 0;

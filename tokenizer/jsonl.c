@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +28,28 @@ int default_threads(void) {
 
 /* ---- one line */
 
-int jsonl_line_text(const char *line, size_t len, const char **text, size_t *text_len, void **doc, char *err, size_t err_size) {
-    *doc = NULL;
-    if (len && line[len - 1] == '\r') len--; /* CRLF files */
+/* A line as JSON: 1 with its value, 0 for a blank line, -1 with a message. *len loses a CR
+ * line end. */
+static int parse_line(const char *line, size_t *len, json_t **root, char *err, size_t err_size) {
+    *root = NULL;
+    if (*len && line[*len - 1] == '\r') (*len)--; /* CRLF files */
     size_t i = 0;
-    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) i++;
-    if (i == len) return 0;
+    while (i < *len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) i++;
+    if (i == *len) return 0;
     json_error_t e;
-    json_t *root = json_loadb(line, len, JSON_ALLOW_NUL, &e);
-    if (!root) {
+    *root = json_loadb(line, *len, JSON_ALLOW_NUL, &e);
+    if (!*root) {
         snprintf(err, err_size, "invalid JSON at column %d: %s", e.column, e.text);
         return -1;
     }
+    return 1;
+}
+
+int jsonl_line_text(const char *line, size_t len, const char **text, size_t *text_len, void **doc, char *err, size_t err_size) {
+    *doc = NULL;
+    json_t *root;
+    int r = parse_line(line, &len, &root, err, err_size);
+    if (r <= 0) return r;
     json_t *t = json_is_object(root) ? json_object_get(root, "text") : NULL;
     if (!json_is_string(t)) {
         snprintf(err, err_size, "%s", !json_is_object(root) ? "not a JSON object" : t ? "\"text\" is not a string" : "no \"text\" in the object");
@@ -71,12 +82,42 @@ bool jsonl_next(JsonlChunk *c, JsonlCursor *cur, const char **text, size_t *len,
             *line = at;
             return true;
         }
-        if (r < 0) {
-            BadLine b = {at, xstrdup(err)};
-            vec_push(c->bad, c->n_bad, c->cap_bad, b);
-        }
+        if (r < 0) jsonl_bad(c, at, "%s", err);
     }
     return false;
+}
+
+bool jsonl_next_json(JsonlChunk *c, JsonlCursor *cur, json_t **root, const char **bytes, size_t *len, uint64_t *line) {
+    jsonl_text_free(cur->doc);
+    cur->doc = NULL;
+    if (!cur->line) cur->line = c->first_line;
+    while (cur->pos < c->len) {
+        const char *start = c->data + cur->pos;
+        const char *nl = memchr(start, '\n', c->len - cur->pos);
+        size_t n = nl ? (size_t)(nl - start) : c->len - cur->pos;
+        uint64_t at = cur->line++;
+        cur->pos += n + (nl != NULL);
+        char err[256];
+        json_t *value;
+        int r = parse_line(start, &n, &value, err, sizeof err);
+        if (r > 0) {
+            cur->doc = value;
+            *root = value, *bytes = start, *len = n, *line = at;
+            return true;
+        }
+        if (r < 0) jsonl_bad(c, at, "%s", err);
+    }
+    return false;
+}
+
+void jsonl_bad(JsonlChunk *c, uint64_t line, const char *fmt, ...) {
+    StrBuf m = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&m, fmt, ap);
+    va_end(ap);
+    BadLine b = {line, m.s ? m.s : xstrdup("")};
+    vec_push(c->bad, c->n_bad, c->cap_bad, b);
 }
 
 /* ---- reading chunks */

@@ -1,4 +1,5 @@
-/* jsonl: streams a JSON-lines file of {"text": ...} documents through worker threads in
+/* jsonl: streams a JSON-lines file of {"text": ...} documents (jsonl_next), or of any JSON
+ * lines whose shape the worker checks itself (jsonl_next_json), through worker threads in
  * bounded memory. The file is cut into chunks of whole lines (a few MB each); workers
  * parse and process chunks in any order, and the calling thread consumes the results in
  * file order, so what is written never depends on the number of threads. Bad lines
@@ -10,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "util.h"
 
 typedef struct BadLine {
     uint64_t line;
@@ -37,6 +40,16 @@ typedef struct JsonlCursor {
 /* The next document's text (valid UTF-8, may hold NULs) and line; false at the chunk's
  * end. Bad lines are recorded in the chunk on the way. */
 bool jsonl_next(JsonlChunk *c, JsonlCursor *cur, const char **text, size_t *len, uint64_t *line);
+
+/* The next non-blank line parsed as JSON, any value: the worker checks its shape and
+ * records what is wrong with jsonl_bad. Also the line's bytes (without its line end) and
+ * number; false at the chunk's end. Invalid JSON is recorded as a bad line on the way. The
+ * value lives until the next call. */
+struct json_t;
+bool jsonl_next_json(JsonlChunk *c, JsonlCursor *cur, struct json_t **root, const char **bytes, size_t *len,
+                     uint64_t *line);
+/* Records a bad line of the chunk (reported as FILE:LINE: message, or stopping --strict). */
+void jsonl_bad(JsonlChunk *c, uint64_t line, const char *fmt, ...) MMC_PRINTF(3, 4);
 
 typedef struct JsonlJob {
     const char *path;    /* the file, or NULL to read mem */

@@ -6,6 +6,7 @@
 #  - a run stopped and resumed continues bit for bit on the GPU (tests/test_resume.sh cuda);
 #  - the loss scaler's settings from mmc train's command line, and --find-overflow naming the
 #    op that overflows (tests/test_scaler_model.sh cuda, tests/test_find_overflow.sh cuda);
+#  - the skip rate, underflow and loss-spike monitoring (tests/test_monitor.sh cuda);
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
 #    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
@@ -25,6 +26,7 @@ build/gpu/test_attention || fail=1
 bash tests/test_resume.sh cuda || fail=1
 bash tests/test_scaler_model.sh cuda || fail=1
 bash tests/test_find_overflow.sh cuda || fail=1
+bash tests/test_monitor.sh cuda || fail=1
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 amp_bf16 >"$tmp/$tool" 2>&1 \
