@@ -50,7 +50,7 @@ def main():
 
     def loss_of(x, y):
         with torch.autocast("cuda", dtype=torch.float16):
-            return masked_loss(model(x), y, 0)
+            return masked_loss(model(x), y, (y != 0).long())  # MiniMind's pretraining mask: targets not padding
 
     forward = torch.compile(loss_of) if compiled else loss_of
 

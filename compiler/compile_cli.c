@@ -1,4 +1,5 @@
-/* compile_cli: `mmc compile`. Writes DIR/kernels.cu and DIR/plan (each atomically) and
+/* compile_cli: `mmc compile`. Writes DIR/kernels.cu and DIR/plan (each atomically), with a
+ * precision schedule or a fallback the other plans and phases.json too (compile_plans.h), and
  * prints the report; with --dump PASS prints the IR after that pass and writes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include "cli.h"
 #include "codegen.h"
 #include "compile.h"
+#include "compile_plans.h"
 #include "util.h"
 
 int cmd_compile(int argc, char **argv) {
@@ -69,21 +71,20 @@ int cmd_compile(int argc, char **argv) {
         die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);
     copt.front = opt;
     copt.dump_after = dump;
-    CompileResult r = compile_graph(&copt);
+    CompiledPlans plans = compile_plans(&copt); /* with a precision schedule, a plan a phase */
     if (dump) {
-        fputs(r.report, stdout);
+        char *text = compiled_plans_dump(&plans);
+        fputs(text, stdout);
+        free(text);
         return 0;
     }
-    char *dir = out ? xstrdup(out) : xasprintf("generated/%s", r.g->name);
-    make_dirs(dir);
-    char *kpath = path_join(dir, "kernels.cu"), *ppath = path_join(dir, "plan");
-    write_file_atomic(kpath, r.kernels, strlen(r.kernels));
-    write_file_atomic(ppath, r.plan, strlen(r.plan));
+    char *dir = out ? xstrdup(out) : xasprintf("generated/%s", plans.phase[0].g->name);
+    compiled_plans_write(&plans, dir);
     if (!quiet) {
-        char *rep = compile_report(r.g, r.p, dir);
+        char *rep = compiled_plans_report(&plans, dir);
         fputs(rep, stdout);
         free(rep);
     }
-    free(kpath), free(ppath), free(dir);
+    free(dir);
     return 0;
 }

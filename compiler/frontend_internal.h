@@ -86,5 +86,9 @@ void frontend_model_check(lua_State *L);
 void frontend_open_init(lua_State *L);             /* the init table (frontend_ops.c) */
 void load_policy(lua_State *L, const char *spec, const char *relative_to);
 void train_defaults(TrainConfig *t);
+/* train{}'s precision schedule (the table at idx) and fallback, into t->precision
+ * (frontend_schedule.c) */
+void frontend_schedule(lua_State *L, int idx, TrainConfig *t);
+void frontend_fallback(lua_State *L, int idx, TrainConfig *t);
 
 #endif

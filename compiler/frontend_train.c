@@ -30,7 +30,7 @@ static int l_adamw(lua_State *L) {
 
 static int l_train(lua_State *L) {
     static const char *const known[] = {"optimizer", "schedule", "warmup", "clip", "loss_scale", "accumulation",
-                                        "epochs", "log_interval", NULL};
+                                        "epochs", "log_interval", "fallback", NULL};
     static const char *const scale_known[] = {"init", "growth", "backoff", "interval", "max", "min", "hysteresis", "fixed", NULL};
     Front *f = front_of(L);
     TrainConfig *t = &f->g->train;
@@ -60,14 +60,19 @@ static int l_train(lua_State *L) {
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    lua_getfield(L, 1, "schedule");
-    if (!lua_isnil(L, -1)) {
+    lua_getfield(L, 1, "schedule"); /* a table: the precision schedule; a string: the lr schedule */
+    if (lua_istable(L, -1)) {
+        frontend_schedule(L, -1, t);
+    } else if (!lua_isnil(L, -1)) {
         const char *s = luaL_checkstring(L, -1);
         int sched = lr_schedule_parse(s);
         if (sched < 0)
             return luaL_error(L, "train: schedule must be %s, got '%s'", front_keep(L, word_list(lr_schedule_names)), s);
         t->schedule = (LrSchedule)sched;
     }
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "fallback");
+    if (!lua_isnil(L, -1)) frontend_fallback(L, -1, t);
     lua_pop(L, 1);
     t->clip = field_num(L, 1, "clip", t->clip);
     t->warmup = (int)field_num(L, 1, "warmup", t->warmup);

@@ -696,8 +696,9 @@ static void check_buffers(Reader *r) {
                 (long long)bytes[same[i]], (long long)bytes[BUF_PARAMS]);
         }
     r->line = r->buffer_line[BUF_STATE];
-    if (bytes[BUF_STATE] < (int64_t)sizeof(MmcStepState))
-        bad(r, "buffer state holds %lld bytes, fewer than the %d of the step state", (long long)bytes[BUF_STATE], (int)sizeof(MmcStepState));
+    if (bytes[BUF_STATE] < (int64_t)MMC_STATE_BYTES((int64_t)g->n_params))
+        bad(r, "buffer state holds %lld bytes, fewer than the %d of the step state and the zero counts of %d parameters",
+            (long long)bytes[BUF_STATE], (int)MMC_STATE_BYTES((int64_t)g->n_params), g->n_params);
     r->line = r->buffer_line[BUF_SCRATCH];
     int64_t scratch = (int64_t)MMC_GRAD_NORM_BYTES((int64_t)r->pl->p->n_chunks, (int64_t)g->n_params);
     if (bytes[BUF_SCRATCH] < scratch)

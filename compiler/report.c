@@ -1,10 +1,12 @@
-/* report: what `mmc compile` prints: parameters, ops before and after fusion, each kernel
- * with the ops it fuses, the precision table of the forward pass, and the memory plan. */
+/* report: what `mmc compile` prints: the policy (and a precision schedule's phases and
+ * fallback), parameters, ops before and after fusion, each kernel with the ops it fuses, the
+ * precision table of the forward pass, and the memory plan. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile.h"
+#include "compile_plans.h"
 #include "util.h"
 
 static void thousands(StrBuf *o, int64_t v) {
@@ -23,12 +25,44 @@ static void bytes(StrBuf *o, int64_t b) {
     else sb_printf(o, "%.1f KiB", (double)b / 1024);
 }
 
-char *compile_report(const Graph *g, const Program *p, const char *out_dir) {
+/* "precision schedule: updates 1-1000 fp32 (phase1/), 1001- amp_fp16 (this plan); fallback:
+ * amp_bf16 (fallback/) when more than 1% of 100 updates overflow" */
+static void schedule_line(StrBuf *o, const CompiledPlans *c) {
+    const PrecisionSchedule *s = c->schedule;
+    if (s->n_phases) {
+        sb_append(o, "precision schedule: updates ");
+        int64_t first = 1;
+        for (int k = 0; k < c->n_phases; k++) {
+            const int64_t n = s->phases[k].updates;
+            sb_printf(o, "%s%lld-", k ? ", " : "", (long long)first);
+            const char *name = c->phase[k].g->policy.name;
+            if (k + 1 == c->n_phases) {
+                sb_printf(o, " %s (this plan)", name);
+                break;
+            }
+            char *dir = compiled_plan_dir(c, k);
+            sb_printf(o, "%lld %s (%s/)", (long long)(first + n - 1), name, dir);
+            free(dir);
+            first += n;
+        }
+    }
+    if (c->has_fallback) {
+        char d[32], *when = schedule_fallback_condition(s);
+        sb_printf(o, "%sfallback: %s", s->n_phases ? "; " : "", c->fallback.g->policy.name);
+        if (s->to_scale > 0) sb_printf(o, " at a fixed loss scale of %s", fmt_double(d, s->to_scale));
+        sb_printf(o, " (fallback/) %s", when);
+        free(when);
+    }
+    sb_append(o, "\n");
+}
+
+static char *report(const Graph *g, const Program *p, const char *out_dir, const CompiledPlans *c) {
     StrBuf o = {0};
     sb_printf(&o, "mmc compile %s -> %s\n", g->source, out_dir);
     sb_printf(&o, "policy %s (%s), rounding %s, master weights %s, loss scaling %s\n", g->policy.name,
               g->policy.source ? g->policy.source : "-", g->policy.round_eager ? "eager" : "fused",
               dtype_name(g->policy.master), g->train.loss_scaling ? "on" : "off");
+    if (c && c->schedule) schedule_line(&o, c);
     int64_t total = 0;
     for (int i = 0; i < g->n_params; i++) total += shape_numel(&g->params[i].node->shape);
     sb_append(&o, "\nparameters: ");
@@ -104,4 +138,11 @@ char *compile_report(const Graph *g, const Program *p, const char *out_dir) {
         sb_append(&o, "\n");
     }
     return o.s;
+}
+
+char *compile_report(const Graph *g, const Program *p, const char *out_dir) { return report(g, p, out_dir, NULL); }
+
+char *compiled_plans_report(const CompiledPlans *c, const char *out_dir) {
+    const CompileResult *r = &c->phase[c->n_phases - 1];
+    return report(r->g, r->p, out_dir, c);
 }

@@ -11,6 +11,8 @@
 #include "lr_schedule.h"
 #include "step_state.h"
 
+struct PrecisionSchedule;
+
 typedef enum TrainKind {
     TK_REAL,     /* a double, written so that it reads back exactly */
     TK_INT,      /* an int */
@@ -48,6 +50,10 @@ typedef struct TrainConfig {
     MMC_TRAIN_SETTINGS(X)
 #undef X
     char *where; /* the graph file's train{} call */
+    /* train{}'s precision schedule and fallback (precision_schedule.h), or NULL: no setting
+     * of the table, since each plan of the schedule has one policy and the plan file holds
+     * none of it */
+    struct PrecisionSchedule *precision;
 } TrainConfig;
 
 typedef struct TrainSetting {

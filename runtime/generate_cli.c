@@ -9,7 +9,12 @@
  * the window (the last seq tokens), and the logits at the window's last token choose it:
  * greedy at --temperature 0, else a draw from softmax(logits / T) cut to the --top-k most
  * likely tokens and the smallest set of them whose probability reaches --top-p. The prompt
- * starts with the tokenizer's <|im_start|>, as every row of `mmc data` does. */
+ * starts with the tokenizer's <|im_start|>, as every row of `mmc data` does.
+ *
+ * --chat TEXT is one user turn in ChatML as `mmc data --sft` renders conversations (the
+ * default system turn, or --system's), then the assistant's opening, `<|im_start|>assistant\n`
+ * (add_generation_prompt): the reply is generated from there, printed alone, and ends at
+ * <|im_end|>, where a fine-tuned model closes its turn. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +23,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "chat_template.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "defaults.h"
@@ -32,6 +38,8 @@
 typedef struct GenerateOptions {
     const char *weights;   /* RUN_DIR or W.safetensors */
     const char *prompt;
+    const char *chat;      /* a user turn, rendered with the chat template */
+    const char *system;    /* the system turn of --chat, or NULL for the default one */
     const char *tokenizer; /* tokenizer.json; else the run's own; else the built-in one */
     const char *plan;      /* a plan folder to run instead of compiling one */
     const char *graph;     /* the graph file, when the run's config.json does not name one */
@@ -182,6 +190,8 @@ int cmd_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--prompt")) o.prompt = value_of(argc, argv, &i);
+        else if (!strcmp(a, "--chat")) o.chat = value_of(argc, argv, &i);
+        else if (!strcmp(a, "--system")) o.system = value_of(argc, argv, &i);
         else if (!strcmp(a, "--tokenizer")) o.tokenizer = value_of(argc, argv, &i);
         else if (!strcmp(a, "--plan")) o.plan = value_of(argc, argv, &i);
         else if (!strcmp(a, "--graph")) o.graph = value_of(argc, argv, &i);
@@ -203,16 +213,18 @@ int cmd_generate(int argc, char **argv) {
             Define d = {xstrndup(kv, (size_t)(eq - kv)), xstrdup(eq + 1)};
             vec_push(o.defines, o.n_defines, o.cap_defines, d);
         } else if (a[0] == '-') {
-            static const char *const known[] = {"--prompt", "--tokenizer", "--plan", "--graph", "--policy", "--backend",
+            static const char *const known[] = {"--prompt", "--chat", "--system", "--tokenizer", "--plan", "--graph", "--policy", "--backend",
                                                 "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
                                                 "--greedy", "--ignore-eos", "--ids", "--quiet", "-D", NULL};
             die_unknown_option("generate", a, known);
         } else if (!o.weights) o.weights = a;
         else die("generate: one run folder or weights file (got %s and %s)", o.weights, a);
     }
-    if (!o.weights || !o.prompt)
-        die("generate: usage: mmc generate RUN_DIR|W.safetensors --prompt TEXT [--max-new-tokens N] [--temperature T] "
-            "[--top-k K] [--top-p P] [--seed S] [--greedy] [--tokenizer FILE] [--backend ref|cuda]");
+    if (!o.weights || !o.prompt == !o.chat)
+        die("generate: usage: mmc generate RUN_DIR|W.safetensors --prompt TEXT | --chat TEXT [--system TEXT] "
+            "[--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--greedy] [--tokenizer FILE] "
+            "[--backend ref|cuda]");
+    if (o.system && !o.chat) die("generate: --system is the system turn of --chat");
     if (o.temperature < 0 || !isfinite(o.temperature)) die("generate: --temperature %g: 0 (greedy) or more", o.temperature);
     if (!(o.top_p > 0 && o.top_p <= 1)) die("generate: --top-p %g: in (0, 1]", o.top_p);
 
@@ -222,8 +234,22 @@ int cmd_generate(int argc, char **argv) {
     char *weights = S_ISDIR(st.st_mode) ? path_join(o.weights, "model.safetensors") : xstrdup(o.weights);
     Tokenizer *tok = open_tokenizer(o.tokenizer, run_dir);
     IdVec text = {0}, prompt = {0};
+    StrBuf chat = {0};
+    int64_t turn_end = -1; /* --chat: the id that closes the assistant's turn */
+    if (o.chat) {
+        ChatTurn turns[2];
+        size_t n = 0;
+        if (o.system) turns[n++] = (ChatTurn){CHAT_SYSTEM, o.system, strlen(o.system)};
+        turns[n++] = (ChatTurn){CHAT_USER, o.chat, strlen(o.chat)};
+        chat_render(CHAT_MMC, turns, n, &chat); /* one user turn: MiniMind2's template renders the same */
+        sb_append(&chat, "<|im_start|>assistant\n");
+        turn_end = tokenizer_token_id(tok, "<|im_end|>");
+        if (turn_end < 0 || tokenizer_token_id(tok, "<|im_start|>") < 0)
+            die("generate: --chat needs a tokenizer with <|im_start|> and <|im_end|> (ChatML), which this one lacks");
+    }
+    const char *source = o.chat ? chat.s : o.prompt;
     EncodeState *es = encode_state_new(tok);
-    tokenizer_encode(es, o.prompt, strlen(o.prompt), &text);
+    tokenizer_encode(es, source, strlen(source), &text);
     encode_state_free(es);
 
     int64_t seq = (int64_t)text.n + 1 + o.max_new; /* room for the start id, if the model has one */
@@ -233,7 +259,7 @@ int cmd_generate(int argc, char **argv) {
     /* a text starts with the model's start id and ends at its end id, as model{} declares them */
     const ModelInfo *mi = &pl->g->model;
     int64_t bos = model_has(mi, MF_BOS_ID) ? mi->value[MF_BOS_ID] : -1, eos = model_has(mi, MF_EOS_ID) ? mi->value[MF_EOS_ID] : -1;
-    if (bos >= 0) idvec_push(&prompt, (uint32_t)bos);
+    if (bos >= 0 && !o.chat) idvec_push(&prompt, (uint32_t)bos); /* a chat starts with <|im_start|> itself */
     for (size_t i = 0; i < text.n; i++) idvec_push(&prompt, text.ids[i]);
     free(text.ids);
     const Node *loss = pl->g->loss, *logits = loss->n_in ? loss->in[0] : NULL;
@@ -273,7 +299,7 @@ int cmd_generate(int argc, char **argv) {
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
 
     size_t n_prompt = prompt.n, printed = 0;
-    fwrite(o.prompt, 1, strlen(o.prompt), stdout);
+    if (!o.chat) fwrite(o.prompt, 1, strlen(o.prompt), stdout); /* a chat prints the reply alone */
     fflush(stdout);
     double t0 = now_seconds();
     int64_t made = 0;
@@ -285,7 +311,7 @@ int cmd_generate(int argc, char **argv) {
         b->read(b, logits->buffer, logits->offset + (int64_t)(len - 1) * V * (int64_t)esize, raw, V * (int64_t)esize);
         for (int64_t j = 0; j < V; j++) row[j] = (float)dtype_load(logits->dtype, raw, j);
         uint32_t next = choose_token(row, usable, &o, &rng, work);
-        if (!o.ignore_eos && eos >= 0 && next == (uint32_t)eos) break;
+        if (!o.ignore_eos && ((eos >= 0 && next == (uint32_t)eos) || (turn_end >= 0 && next == (uint32_t)turn_end))) break;
         idvec_push(&prompt, next);
         stream_text(tok, prompt.ids + n_prompt, prompt.n - n_prompt, &printed, 0);
     }
@@ -305,6 +331,7 @@ int cmd_generate(int argc, char **argv) {
     if (tmp_plan) plan_remove_temp(tmp_plan);
     free(ids), free(labels), free(raw), free(row), free(work), free(weights), free(run_dir), free(tmp_plan);
     free(prompt.ids);
+    sb_free(&chat);
     tokenizer_free(tok);
     return 0;
 }

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "compile.h"
+#include "compile_plans.h"
 #include "util.h"
 
 char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
@@ -21,13 +21,12 @@ char *plan_compile_temp(const char *graph, const char *policy, const Define *def
     copt.front.train_settings = train;
     copt.front.n_train_settings = n_train;
     copt.forward_only = forward_only;
-    CompileResult r = compile_graph(&copt);
+    /* every plan of a precision schedule, each with the same settings and overrides */
+    CompiledPlans plans = compile_plans(&copt);
     char tmpl[] = "/tmp/mmc-plan-XXXXXX";
     if (!mkdtemp(tmpl)) die("cannot make a temp folder for a plan in /tmp");
-    char *dir = xstrdup(tmpl), *kpath = path_join(dir, "kernels.cu"), *ppath = path_join(dir, "plan");
-    write_file_atomic(kpath, r.kernels, strlen(r.kernels));
-    write_file_atomic(ppath, r.plan, strlen(r.plan));
-    free(kpath), free(ppath);
+    char *dir = xstrdup(tmpl);
+    compiled_plans_write(&plans, dir);
     return dir;
 }
 
@@ -61,6 +60,7 @@ char *plan_remake(const Plan *pl, const Define *overrides, int n_overrides, cons
 }
 
 void plan_remove_temp(const char *dir) {
+    plan_folder_clean(dir); /* a schedule's phases.json, phaseK/ and fallback/ */
     char *k = path_join(dir, "kernels.cu"), *p = path_join(dir, "plan");
     unlink(k), unlink(p), rmdir(dir);
     free(k), free(p);

@@ -8,7 +8,9 @@
 #include "plan.h"
 
 /* Compiles `graph` (with `policy`, a built-in name or a file, or NULL for the graph's own,
- * and the -D settings) into a new folder under /tmp, forward-only if asked; returns it. */
+ * and the -D settings) into a new folder under /tmp, forward-only if asked; returns it. A
+ * graph with a precision schedule or a fallback gets every plan of its folder there, each
+ * with these settings (compile_plans.h); a policy must then be the last phase's. */
 char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
                         int n_train, int forward_only);
 /* The plan's graph again, with its policy and settings and then `overrides` (replacing the
@@ -24,6 +26,6 @@ char *plan_from_run(const char *cmd, const char *run_dir, const char *graph, con
                     int n_overrides, int forward_only);
 /* a setting from a run folder's config.json as text (%.17g for numbers), or NULL */
 char *run_setting(const char *run_dir, const char *key);
-void plan_remove_temp(const char *dir);
+void plan_remove_temp(const char *dir); /* the folder, its phases.json, phaseK/ and fallback/ too */
 
 #endif

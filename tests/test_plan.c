@@ -264,7 +264,12 @@ int main(void) {
                    replaced(a.plan, xasprintf("buffer grads %lld\n", (long long)bytes[BUF_GRADS]),
                             xasprintf("buffer grads %lld\n", (long long)bytes[BUF_GRADS] + 4)),
                    "they have one layout");
-    expect_refused("a state buffer too small", replaced(a.plan, "buffer state 64\n", "buffer state 48\n"), "fewer than the 64 of the step state");
+    {
+        long long want = (long long)MMC_STATE_BYTES((int64_t)a.g->n_params);
+        expect_refused("a state buffer too small",
+                       replaced(a.plan, xasprintf("buffer state %lld\n", want), xasprintf("buffer state %lld\n", want - 4)),
+                       xasprintf("fewer than the %lld of the step state", want));
+    }
     expect_refused("an unknown buffer", replaced(a.plan, "buffer arena ", "buffer arenas "), "unknown buffer 'arenas'");
     expect_refused("lr=nan", replaced_after(a.plan, "\ntrain ", " lr=0.0005 ", " lr=nan "), "lr: nan is outside");
     expect_refused("beta1=1", replaced_after(a.plan, "\ntrain ", " beta1=0.9 ", " beta1=1 "), "beta1: 1 is outside");

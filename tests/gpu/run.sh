@@ -7,11 +7,14 @@
 #  - the loss scaler's settings from mmc train's command line, and --find-overflow naming the
 #    op that overflows (tests/test_scaler_model.sh cuda, tests/test_find_overflow.sh cuda);
 #  - the skip rate, underflow and loss-spike monitoring (tests/test_monitor.sh cuda);
+#  - a precision schedule and its fallback, resumed across both boundaries
+#    (tests/test_schedule_train.sh cuda);
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
 #    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
-#  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh), and the Hugging Face export
-#    in transformers (tests/gpu/test_hf_export.sh); MMC_SKIP_PYTORCH=1 skips both.
+#  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh), its SFT loss on masked rows
+#    (tests/gpu/test_sft_pytorch.sh), and the Hugging Face export in transformers
+#    (tests/gpu/test_hf_export.sh); MMC_SKIP_PYTORCH=1 skips the three.
 # On the GPU machine run it as `bash tests/gpu/run.sh` with ./mmc and build/gpu built here.
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,6 +30,7 @@ bash tests/test_resume.sh cuda || fail=1
 bash tests/test_scaler_model.sh cuda || fail=1
 bash tests/test_find_overflow.sh cuda || fail=1
 bash tests/test_monitor.sh cuda || fail=1
+bash tests/test_schedule_train.sh cuda || fail=1
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 amp_bf16 >"$tmp/$tool" 2>&1 \
@@ -52,5 +56,6 @@ assert worst < 2e-2, worst
 assert [r["skipped"] for r in ref] == [r["skipped"] for r in gpu]
 PY
 [ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_pytorch.sh || fail=1
+[ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_sft_pytorch.sh || fail=1
 [ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_hf_export.sh || fail=1
 exit $fail

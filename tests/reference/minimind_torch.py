@@ -142,9 +142,9 @@ class MiniMindForCausalLM(nn.Module):
         return self.lm_head(self.model(ids))
 
 
-def masked_loss(logits, y, pad):
-    """MiniMind's pretraining loss: per-token CE times the mask (target != pad), summed, over the mask's sum."""
-    mask = (y != pad).long()
+def masked_loss(logits, y, mask):
+    """MiniMind's loss: per-token CE times the loss mask, summed, over the mask's sum. The mask is
+    target != pad for pretraining rows, the file's loss-mask plane for SFT rows (train_full_sft.py)."""
     loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1), reduction="none").view(y.size())
     return (loss * mask).sum() / mask.sum()
 
@@ -153,32 +153,47 @@ def masked_loss(logits, y, pad):
 
 
 def read_tokens(path):
+    """The ids, row length, pad id and the loss-mask bit of each token (None without a mask plane:
+    format 1, or format 2 without flag 1), as README's "Token files" lays them out."""
     with open(path, "rb") as f:
-        head = f.read(64)
-        assert head[:8] == b"mmctoken", path
-        _, vocab, count, row, pad = struct.unpack("<IIQII", head[8:32])
-        ids = torch.frombuffer(bytearray(f.read(2 * count)), dtype=torch.int16).to(torch.int32) & 0xFFFF
-    return ids, row, pad
+        data = f.read()
+    assert data[:8] == b"mmctoken", path
+    version, vocab, count, row, pad = struct.unpack("<IIQII", data[8:32])
+    header, mask = 64, None
+    if version == 2:
+        header = 128
+        flags, _, mask_at = struct.unpack("<IIQ", data[64:80])
+        if flags & 1:
+            bits = torch.frombuffer(bytearray(data[mask_at:mask_at + (count + 7) // 8]), dtype=torch.uint8)
+            mask = ((bits.unsqueeze(1) >> torch.arange(8, dtype=torch.uint8)) & 1).flatten()[:count].to(torch.int32)
+    ids = torch.frombuffer(bytearray(data[header:header + 2 * count]), dtype=torch.int16).to(torch.int32) & 0xFFFF
+    return ids, row, pad, mask
 
 
 class Batches:
     """Rows of T+1 tokens in file order, wrapping, as mmc's data reader gives them."""
 
     def __init__(self, path, batch, seq):
-        self.ids, row, self.pad = read_tokens(path)
+        self.ids, row, self.pad, self.mask = read_tokens(path)
         assert row in (0, seq + 1), (row, seq)
         self.batch, self.seq = batch, seq
         self.rows = len(self.ids) // (seq + 1)
         self.position = 0
 
     def next(self, device):
-        xs = []
+        """inputs, targets and the loss mask of the targets (MiniMind's loss_mask[1:])"""
+        xs, ms = [], []
         for _ in range(self.batch):
             r = self.position % self.rows
             self.position += 1
-            xs.append(self.ids[r * (self.seq + 1): (r + 1) * (self.seq + 1)])
+            span = slice(r * (self.seq + 1), (r + 1) * (self.seq + 1))
+            xs.append(self.ids[span])
+            if self.mask is not None:
+                ms.append(self.mask[span])
         rows = torch.stack(xs).long().to(device)
-        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+        y = rows[:, 1:].contiguous()
+        mask = torch.stack(ms)[:, 1:].long().to(device) if ms else (y != self.pad).long()
+        return rows[:, :-1].contiguous(), y, mask
 
 
 def load(run, device):
@@ -204,9 +219,9 @@ def cmd_grads(a):
     model, c = load(a.run, device)
     mm = c["mmc"]
     data = Batches(a.data, int(mm["batch"]), int(mm["seq"]))
-    x, y = data.next(device)
+    x, y, mask = data.next(device)
     with context(a.policy) if device == "cuda" else torch.autocast("cpu", enabled=False):
-        loss = masked_loss(model(x), y, int(mm.get("pad_id", 0)))
+        loss = masked_loss(model(x), y, mask)
     (loss * a.scale).backward()
     grads = {n: p.grad.detach().float().contiguous().cpu() for n, p in model.named_parameters()}
     save_file(grads, a.o, metadata={"loss": repr(loss.item()), "scale": repr(a.scale), "policy": a.policy})
@@ -242,9 +257,9 @@ def cmd_train(a):
             lr = lr0 / 10 + 0.5 * lr0 * (1 + math.cos(math.pi * s / total))
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y = data.next(device)
+            x, y, mask = data.next(device)
             with context(a.policy), sdpa_context(a.sdpa):
-                loss = masked_loss(model(x), y, int(mm.get("pad_id", 0)))
+                loss = masked_loss(model(x), y, mask)
             losses.append(loss.item())
             scaler.scale(loss / accum).backward()
         if u + 1 == a.inject_inf:
