@@ -3,6 +3,7 @@
  * functions live in frontend_ops.c, frontend_policy.c, frontend_train.c and
  * frontend_model.c. */
 #include "frontend_internal.h"
+#include "precision_schedule.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -788,6 +789,19 @@ Graph *frontend_load(const FrontendOptions *opt) {
         sha256_update(&f.hash, "train", 6);
         sha256_update(&f.hash, d->key, strlen(d->key) + 1);
         sha256_update(&f.hash, d->value, strlen(d->value) + 1);
+    }
+    if (opt->schedule) { /* the caller's, over train{}'s; it keeps it */
+        const PrecisionSchedule *ps = opt->schedule;
+        PrecisionSchedule *mine = f.g->train.precision ? f.g->train.precision : xcalloc(1, sizeof *mine);
+        mine->n_phases = ps->n_phases, mine->phases = ps->phases, mine->where = ps->where;
+        f.g->train.precision = mine;
+        sha256_update(&f.hash, "schedule", 9);
+        for (int i = 0; i < ps->n_phases; i++) {
+            char updates[32];
+            snprintf(updates, sizeof updates, "%lld", (long long)ps->phases[i].updates);
+            sha256_update(&f.hash, updates, strlen(updates) + 1);
+            sha256_update(&f.hash, ps->phases[i].policy, strlen(ps->phases[i].policy) + 1);
+        }
     }
     for (int i = 0; i < f.g->n_params; i++) f.g->params[i].node->dtype = f.g->params[i].node->compute = f.g->policy.master;
     char *bad_setting = train_settings_check(&f.g->train); /* a value the update kernels cannot take */

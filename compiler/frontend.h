@@ -41,6 +41,9 @@ typedef struct FrontendOptions {
      * compiler/train_settings.h, each replacing what train{} set */
     const Define *train_settings;
     int n_train_settings;
+    /* a precision schedule given beside the graph file (mmc compare), replacing train{}'s;
+     * it is hashed into the plan as the file's would be */
+    const struct PrecisionSchedule *schedule;
 } FrontendOptions;
 
 Graph *frontend_load(const FrontendOptions *opt);

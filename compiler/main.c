@@ -22,10 +22,10 @@ static const struct {
     {"bench", cmd_bench, "bench PLAN_DIR [--steps N] [--warmup N] [--profile] [--json FILE]   the step's speed on the GPU"},
     {"tokenizer", cmd_tokenizer, "tokenizer train|encode|decode|bench ...   byte-level BPE tokenizers (tokenizer.json)"},
     {"eval", cmd_eval, "eval RUN_DIR|PLAN_DIR [--init RUN_DIR|W.safetensors] --data FILE [--batches N]   mean loss and perplexity"},
-    {"generate", cmd_generate, "generate RUN_DIR|W.safetensors --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--greedy]   text from a model"},
-    {"compare", cmd_compare, "compare GRAPH.lua --policies fp32,amp_fp16,... --data FILE --val FILE --steps N --out DIR [--backend ref|cuda]   one run per policy, a table, a plot"},
+    {"generate", cmd_generate, "generate RUN_DIR|W.safetensors --prompt TEXT|--chat TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--greedy]   text from a model"},
+    {"compare", cmd_compare, "compare GRAPH.lua --policies fp32,amp_fp16,fp32:100+amp_fp16,... --data FILE --val FILE --steps N --out DIR [--backend ref|cuda]   one run per policy, a table, a plot"},
     {"plot", cmd_plot, "plot RUN_DIR... [-o OUT.png]   loss, lr, loss scale and grad norm of runs, overlaid (gnuplot)"},
-    {"data", cmd_data, "data CORPUS.jsonl --tokenizer FILE --seq 512 -o train.bin [--val F] [--pack]   jsonl -> token files"},
+    {"data", cmd_data, "data [--sft] CORPUS.jsonl --tokenizer FILE --seq 512 -o train.bin [--val F] [--pack]   jsonl -> token files (--sft: conversations, with a loss mask)"},
 };
 
 static void usage(FILE *f) {

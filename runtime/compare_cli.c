@@ -5,7 +5,9 @@
  * train loss, validation perplexity and its difference from the fp32 run, flagged past 5%,
  * tokens/s, peak device memory, skipped updates, lowest loss scale), writes DIR/summary.json
  * and draws the runs' curves into DIR/compare.png with `mmc plot`. Each run's folder is
- * DIR/POLICY. */
+ * DIR/POLICY. An entry may be a precision schedule instead of a policy: POLICY:N+...+POLICY,
+ * N updates of each policy in turn and the last to the end ("fp32:100+amp_fp16", an fp32
+ * warm-up), run as train{ schedule = {...} } would run it. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 
 #include "cli.h"
 #include "plan_remake.h"
+#include "precision_schedule.h"
 #include "train.h"
 #include "util.h"
 
@@ -23,7 +26,8 @@ enum { MAX_POLICIES = 16 };
 #define PPL_FLAG 0.05
 
 typedef struct Row {
-    char *policy, *name; /* as given (a built-in name or a file), and the run folder's name */
+    char *policy, *name; /* as given (a built-in name or a file, or a schedule), and the run folder's name */
+    PrecisionSchedule *schedule; /* the entry's schedule, or NULL for a policy */
     double train_loss;   /* mean of the last (up to) 10 updates' losses */
     double val_loss, val_ppl;
     double tokens_per_s;
@@ -43,6 +47,47 @@ static char *policy_folder_name(const char *policy) {
         if (!(('a' <= *c && *c <= 'z') || ('A' <= *c && *c <= 'Z') || ('0' <= *c && *c <= '9') || *c == '_' || *c == '-' || *c == '.'))
             *c = '_';
     return s;
+}
+
+/* An entry POLICY:N+...+POLICY as a schedule (NULL for a plain policy); dies naming the entry
+ * when a phase but the last lacks its updates, or the last has some. */
+static PrecisionSchedule *entry_schedule(const char *entry) {
+    if (!strchr(entry, '+')) return NULL;
+    PrecisionSchedule *s = xcalloc(1, sizeof *s);
+    s->where = xasprintf("mmc compare --policies %s", entry);
+    char *text = xstrdup(entry), *save = NULL;
+    int cap = 0;
+    for (char *part = strtok_r(text, "+", &save); part; part = strtok_r(NULL, "+", &save)) {
+        char *colon = strrchr(part, ':');
+        SchedulePhase ph = {0, NULL};
+        if (colon) {
+            char *end;
+            ph.updates = strtoll(colon + 1, &end, 10);
+            if (*end || ph.updates < 1) die("compare: %s: '%s' is not POLICY:N with N updates >= 1", entry, part);
+            *colon = 0;
+        }
+        ph.policy = xstrdup(part);
+        vec_push(s->phases, s->n_phases, cap, ph);
+    }
+    free(text);
+    if (s->n_phases < 2 || s->n_phases > PRECISION_MAX_PHASES) die("compare: %s: a schedule has 2 to %d phases", entry, PRECISION_MAX_PHASES);
+    for (int k = 0; k < s->n_phases; k++)
+        if ((k < s->n_phases - 1) != (s->phases[k].updates > 0))
+            die("compare: %s: every phase but the last needs its updates (POLICY:N), and the last runs to the end", entry);
+    return s;
+}
+
+/* a schedule's run folder: each phase's policy folder name with its updates, "fp32_100+amp_fp16" */
+static char *entry_folder_name(const char *entry, const PrecisionSchedule *s) {
+    if (!s) return policy_folder_name(entry);
+    StrBuf b = {0};
+    for (int k = 0; k < s->n_phases; k++) {
+        char *name = policy_folder_name(s->phases[k].policy);
+        sb_printf(&b, "%s%s", k ? "+" : "", name);
+        if (s->phases[k].updates) sb_printf(&b, "_%lld", (long long)s->phases[k].updates);
+        free(name);
+    }
+    return b.s;
 }
 
 /* the run's metrics.jsonl: the last losses, the last evaluation, skips and the lowest scale */
@@ -168,7 +213,8 @@ int cmd_compare(int argc, char **argv) {
     for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         if (n == MAX_POLICIES) die("compare: at most %d policies", MAX_POLICIES);
         rows[n].policy = xstrdup(p);
-        rows[n].name = policy_folder_name(p);
+        rows[n].schedule = entry_schedule(p);
+        rows[n].name = entry_folder_name(p, rows[n].schedule);
         for (int k = 0; k < n; k++)
             if (!strcmp(rows[k].name, rows[n].name)) die("compare: --policies names %s twice", rows[n].name);
         n++;
@@ -182,7 +228,8 @@ int cmd_compare(int argc, char **argv) {
     make_dirs(out);
     for (int i = 0; i < n; i++) {
         Row *row = &rows[i];
-        char *plan = plan_compile_temp(graph, row->policy, defines, n_defines, NULL, 0, 0);
+        char *plan = row->schedule ? plan_compile_temp_scheduled(graph, NULL, row->schedule, defines, n_defines, NULL, 0, 0)
+                                   : plan_compile_temp(graph, row->policy, defines, n_defines, NULL, 0, 0);
         TrainResult result = {0};
         TrainOptions o = base_opt;
         char *run_dir = path_join(out, row->name), *plan_name = xasprintf("%s under %s", graph, row->policy);
@@ -215,7 +262,13 @@ int cmd_compare(int argc, char **argv) {
     int rc = plot ? cmd_plot(pc, pargv) : 0;
     if (plot) printf("mmc compare: %s/summary.json, %s\n", out, png);
     else printf("mmc compare: %s/summary.json\n", out);
-    for (int i = 0; i < n; i++) free(dirs[i]), free(rows[i].policy), free(rows[i].name);
+    for (int i = 0; i < n; i++) {
+        free(dirs[i]), free(rows[i].policy), free(rows[i].name);
+        PrecisionSchedule *ps = rows[i].schedule;
+        if (!ps) continue;
+        for (int k = 0; k < ps->n_phases; k++) free(ps->phases[k].policy);
+        free(ps->phases), free(ps->where), free(ps);
+    }
     for (int i = 0; i < n_defines; i++) free(defines[i].key), free(defines[i].value);
     free(dirs), free(pargv), free(png), free(defines);
     return rc;

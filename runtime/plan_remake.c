@@ -13,7 +13,13 @@
 
 char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
                         int n_train, int forward_only) {
+    return plan_compile_temp_scheduled(graph, policy, NULL, defines, n_defines, train, n_train, forward_only);
+}
+
+char *plan_compile_temp_scheduled(const char *graph, const char *policy, const struct PrecisionSchedule *schedule,
+                                  const Define *defines, int n_defines, const Define *train, int n_train, int forward_only) {
     CompileOptions copt = {0};
+    copt.front.schedule = schedule;
     copt.front.graph_path = graph;
     copt.front.policy_path = policy;
     copt.front.defines = (Define *)defines;

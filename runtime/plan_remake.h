@@ -13,6 +13,9 @@
  * with these settings (compile_plans.h); a policy must then be the last phase's. */
 char *plan_compile_temp(const char *graph, const char *policy, const Define *defines, int n_defines, const Define *train,
                         int n_train, int forward_only);
+/* the same with a precision schedule in place of the graph's (mmc compare); policy NULL */
+char *plan_compile_temp_scheduled(const char *graph, const char *policy, const struct PrecisionSchedule *schedule,
+                                  const Define *defines, int n_defines, const Define *train, int n_train, int forward_only);
 /* The plan's graph again, with its policy and settings and then `overrides` (replacing the
  * settings of the same name, each of which the graph must have) and `train` (training
  * settings by their keys in train_settings.h, over what train{} set); forward-only if asked.

@@ -31,9 +31,13 @@ const Node *train_role(const Plan *pl, Role r) {
 
 Backend *backend_open(Plan *pl, const char *name, const char *cmd) {
     if (!strcmp(name, "ref")) return ref_backend_create(pl);
-    if (strcmp(name, "cuda")) die("%s: unknown backend '%s' (ref, cuda)", cmd, name);
+    if (strcmp(name, "cuda") && strcmp(name, "auto")) die("%s: unknown backend '%s' (ref, cuda, auto)", cmd, name);
     char *why = NULL;
     Backend *b = cuda_backend_create(pl, &why);
+    if (!b && !strcmp(name, "auto")) { /* the GPU where there is one, else the CPU */
+        free(why);
+        return ref_backend_create(pl);
+    }
     if (!b) die("%s: --backend cuda: %s; use --backend ref to run on the CPU", cmd, why);
     return b;
 }
@@ -624,6 +628,7 @@ int train_run(const TrainOptions *o) {
     *inf = INFINITY;
     const Node *loss_node = b->pl->g->loss;
     int64_t u = start, reported = start;
+    int64_t bytes_base = 0, bytes_peak = 0; /* the device memory of the backends before this one */
     /* --find-overflow: each update waited for, the state it started from kept, until one
      * overflows and find_overflow names the op */
     int finding = o->find_overflow;
@@ -641,9 +646,13 @@ int train_run(const TrainOptions *o) {
                 report(&r, b, rs, reported, epoch_of[reported % SLOTS], &vres[reported % SLOTS]);
             }
             for (int k = 0; k < SLOTS; k++) slot[k].ticket = -1; /* all waited for, on the backend that goes */
+            /* device memory is measured from each backend's start: carry the first one's baseline */
+            int64_t before = b->probe ? b->probe->device_bytes(b) : -1;
             Backend *next = backend_open(want, o->backend, "train");
             init_consts(next);
             next->adopt(next, b);
+            if (b->probe && b->probe->device_bytes(b) + bytes_base > bytes_peak) bytes_peak = b->probe->device_bytes(b) + bytes_base;
+            bytes_base += before;
             b->destroy(b);
             b = next;
             loss_node = b->pl->g->loss; /* where this plan keeps it (the inputs are where they were, plan_set.c) */
@@ -756,7 +765,8 @@ int train_run(const TrainOptions *o) {
         o->result->updates = u - start;
         o->result->seconds = now_seconds() - r.t0 - r.paused_total;
         o->result->tokens = (double)(u - start) * (double)r.tokens_per_update;
-        o->result->device_bytes = b->probe ? b->probe->device_bytes(b) : -1;
+        int64_t now_bytes = b->probe ? b->probe->device_bytes(b) + bytes_base : -1;
+        o->result->device_bytes = b->probe ? (now_bytes > bytes_peak ? now_bytes : bytes_peak) : -1;
     }
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);

@@ -55,7 +55,8 @@ struct Plan;
 double read_loss(struct Backend *b); /* the loss of the last micro-step, from where the plan stores it */
 /* the plan's input of the role (model.h); dies naming the plan and the role if none has it */
 const struct Node *train_role(const struct Plan *pl, Role r);
-/* the backend a command's --backend names (ref or cuda); dies with the reason it cannot start */
+/* the backend a command's --backend names (ref, cuda, or auto: cuda where a GPU can be used, else ref);
+ * dies with the reason cuda cannot start */
 struct Backend *backend_open(struct Plan *pl, const char *name, const char *cmd);
 /* the vocabulary the plan declares (the graph file's model{}); dies naming the plan if none */
 uint32_t train_vocab(const struct Plan *pl);
