@@ -508,7 +508,7 @@ int train_run(const TrainOptions *o) {
     /* the plan of the first update to run: of its phase, or the fallback once the run fell back */
     Backend *b = backend_open(plan_for(set, fallback_at, model_update > 0 ? model_update : 0), o->backend, "train");
     init_consts(b);
-    if (set->fallback && !strcmp(b->name, "cuda")) { /* refused before the run, not when it fires */
+    if (set->fallback && !o->no_fallback && !strcmp(b->name, "cuda")) { /* refused before the run, not when it fires */
         char *refusal = backend_bf16_refusal(set->fallback, cuda_device_sm(), b->device, "the fallback plan");
         if (refusal) die("train: %s (or train with --no-fallback)", refusal);
     }

@@ -106,5 +106,16 @@ int main(void) {
         if (n->op == OP_CROSS_ENTROPY) CHECK(n->compute == DT_F32, "the loss reads f32 logits: log-softmax in f32");
     }
     free(path);
+    /* a bf16 plan on a GPU without bf16 tensor cores is refused, proposing what runs there */
+    {
+        Plan *bf = test_compile("graphs/tiny.lua", "amp_bf16", NULL, 1), *fp = test_compile("graphs/tiny.lua", "amp_fp16", NULL, 1);
+        char *why = backend_bf16_refusal(bf, 75, "Tesla T4", "the plan");
+        CHECK(why && strstr(why, "Tesla T4 (sm_75)") && strstr(why, "fp32") && strstr(why, "amp_fp16") && strstr(why, "amp_bf16"),
+              "bf16 on sm_75: %s", why ? why : "(accepted)");
+        CHECK(!backend_bf16_refusal(bf, 80, "A100", "the plan") && !backend_bf16_refusal(bf, -1, "", "the plan"),
+              "bf16 refused on sm_80 or without a GPU");
+        CHECK(!backend_bf16_refusal(fp, 75, "Tesla T4", "the plan"), "fp16 refused on sm_75");
+        free(why);
+    }
     return test_done("test_precision");
 }
