@@ -419,6 +419,18 @@ static void check_out(const TrainOptions *o) {
         o->out);
 }
 
+/* --val's backend: the training plan's graph forward-only, in a temp folder (*dir), on buffers
+ * of its own that take the weights before each evaluation */
+static Backend *open_eval(const Plan *pl, const char *backend, char **dir, Plan **epl) {
+    *dir = plan_remake(pl, NULL, 0, NULL, 0, 1);
+    *epl = plan_load(*dir);
+    Backend *eb = backend_open(*epl, backend, "train --val");
+    init_consts(eb);
+    MmcStepState est = init_state(*epl, 1);
+    eb->write(eb, BUF_STATE, 0, &est, sizeof est);
+    return eb;
+}
+
 /* The plan that runs update u (0-based): its phase's, or the fallback's from the update it
  * falls back on (1-based fallback_at; 0: none). */
 static Plan *plan_for(const PlanSet *set, int64_t fallback_at, int64_t u) {
@@ -561,12 +573,7 @@ int train_run(const TrainOptions *o) {
     void *weights_copy = NULL;
     int64_t eval_every = o->eval_interval > 0 ? o->eval_interval : 200;
     if (o->val) {
-        eval_dir = plan_remake(b->pl, NULL, 0, NULL, 0, 1);
-        epl = plan_load(eval_dir);
-        eb = backend_open(epl, o->backend, "train --val");
-        init_consts(eb);
-        MmcStepState est = init_state(epl, 1);
-        eb->write(eb, BUF_STATE, 0, &est, sizeof est);
+        eb = open_eval(b->pl, o->backend, &eval_dir, &epl);
         val = train_batches(pl, o->val, 0);
         if (epl->p->buffer_bytes[BUF_PARAMS] != pl->p->buffer_bytes[BUF_PARAMS])
             die("train --val: the forward plan's parameters (%lld bytes) are not the training plan's (%lld)",
@@ -660,12 +667,7 @@ int train_run(const TrainOptions *o) {
                 eb->destroy(eb);
                 plan_remove_temp(eval_dir);
                 free(eval_dir);
-                eval_dir = plan_remake(b->pl, NULL, 0, NULL, 0, 1);
-                epl = plan_load(eval_dir);
-                eb = backend_open(epl, o->backend, "train --val");
-                init_consts(eb);
-                MmcStepState est = init_state(epl, 1);
-                eb->write(eb, BUF_STATE, 0, &est, sizeof est);
+                eb = open_eval(b->pl, o->backend, &eval_dir, &epl);
             }
             if (!o->quiet) printf("update %lld: %s\n", (long long)(u + 1), plan_words(set, b->pl));
         }

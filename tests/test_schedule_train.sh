@@ -9,7 +9,8 @@
 #     each update's state two updates behind), logged once and in metrics;
 #  3. a run stopped after updates 3, 5 (the phase boundary), 9, 11 (the fallback boundary) or
 #     13 and resumed writes the metrics lines (seconds aside) of the run that went through;
-#  4. --no-fallback never falls back; a fixed-scale fallback (to = 256) runs at that scale.
+#  4. --no-fallback never falls back; a fixed-scale fallback (to = 256) runs at that scale;
+#     --val evaluates under each plan's policy as the run switches.
 set -eu
 cd "$(dirname "$0")/.."
 backend=${1:-ref}
@@ -36,6 +37,7 @@ for k in 3 5 9 11 13; do
   train sched cut$k --quiet --resume "$tmp/cut$k" 2>/dev/null
 done
 train sched off --quiet --no-fallback
+train sched val --quiet --val "$tmp/text.bin" --eval-interval 8 --val-batches 2 2>/dev/null # --val's plan follows the switches
 train fixed fixed --quiet 2>/dev/null
 python3 - "$tmp" <<'PY'
 import json, sys
@@ -53,6 +55,8 @@ for k in (3, 5, 9, 11, 13):
     c = rows(f"cut{k}")
     assert len(c) == 16 and all(strip(a) == strip(b) for a, b in zip(w, c)), \
         (k, next(((a["update"], strip(a), strip(b)) for a, b in zip(w, c) if strip(a) != strip(b)), len(c)))
+v = rows("val")
+assert [r["update"] for r in v if "val_loss" in r] == [8, 16] and all(r["val_loss"] > 0 for r in v if "val_loss" in r), v
 off = rows("off")
 assert not any("fallback" in r for r in off) and off[-1]["scale"] != 1, off[-1]
 fx = rows("fixed")
