@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dist_env.h"
 #include "rng.h"
 #include "util.h"
 
@@ -74,7 +75,15 @@ Batcher *batcher_open(const char *path, int64_t batch, int64_t seq, uint32_t mod
                 "out\n",
                 path, (unsigned long long)lost, (long long)b->ignore);
     b->perm_epoch = -1;
+    b->rank = 0, b->world = 1;
     return b;
+}
+
+void batcher_set_rank(Batcher *b, int rank, int world) {
+    if (world < 1 || world > DIST_MAX_WORLD || rank < 0 || rank >= world)
+        die("%s: rank %d of a world of %d: the world is from 1 to %d ranks and the rank from 0 to world - 1",
+            b->file->path, rank, world, DIST_MAX_WORLD);
+    b->rank = rank, b->world = world;
 }
 
 static int64_t row_at(Batcher *b, int64_t position) {
@@ -96,8 +105,10 @@ static int64_t row_at(Batcher *b, int64_t position) {
 }
 
 void batcher_next(Batcher *b, int32_t *ids, int32_t *labels) {
+    /* this rank's rows of the global batch that starts at the position */
+    const int64_t first_row = b->position + (int64_t)b->rank * b->batch;
     for (int64_t i = 0; i < b->batch; i++) {
-        const uint16_t *row = b->file->ids + row_at(b, b->position++) * (b->seq + 1);
+        const uint16_t *row = b->file->ids + row_at(b, first_row + i) * (b->seq + 1);
         const uint64_t first = (uint64_t)(row - b->file->ids);
         for (int64_t t = 0; t < b->seq; t++) {
             ids[i * b->seq + t] = row[t];
@@ -105,6 +116,7 @@ void batcher_next(Batcher *b, int32_t *ids, int32_t *labels) {
             labels[i * b->seq + t] = target_counts(b->file, first + (uint64_t)t + 1) ? row[t + 1] : (int32_t)b->ignore;
         }
     }
+    b->position += b->batch * b->world; /* the whole job's rows, the same on every rank */
 }
 
 void batcher_close(Batcher *b) {
