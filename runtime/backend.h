@@ -36,6 +36,10 @@ struct Backend {
      * backend has run anything; `from` is then only fit to destroy. Both plans share the
      * layout of those buffers. Nothing is copied. */
     void (*adopt)(Backend *b, Backend *from);
+    /* Called at the start of each update phase, on the stream the phase runs on (and inside
+     * its captured graph): data parallelism's all-reduce of the gradients. NULL: none. */
+    void (*before_update)(void *ctx, void *stream, void *grads, int64_t bytes);
+    void *before_update_ctx;
 };
 
 /* the buffers a run carries from one plan to the next (adopt) */
@@ -74,5 +78,7 @@ Backend *cuda_backend_create(Plan *pl, char **why);
 char *backend_bf16_refusal(const Plan *pl, int sm, const char *device, const char *what);
 /* the compute capability of GPU 0 as 10 major + minor, or -1 without one */
 int cuda_device_sm(void);
+/* the GPU the cuda backends of this process use (0 unless told: a rank's local rank) */
+void cuda_select_device(int device);
 
 #endif

@@ -252,6 +252,8 @@ static void join_side(Cuda *c, int j) {
 static void launch_phase(Cuda *c, Phase phase) {
     const Program *p = c->base.pl->p;
     int forked = 0;
+    if (phase == PHASE_UPDATE && c->base.before_update)
+        c->base.before_update(c->base.before_update_ctx, c->stream, c->buf[BUF_GRADS], p->buffer_bytes[BUF_GRADS]);
     for (int i = 0; i < p->n_groups; i++) {
         const Group *gr = p->groups[i];
         if (gr->phase != phase) continue;
@@ -499,10 +501,15 @@ static double dense_f16_peak(const char *name) {
     return 0;
 }
 
+static int selected_device;
+void cuda_select_device(int device) { selected_device = device; }
+
 int cuda_device_sm(void) {
     int count = 0;
     struct cudaDeviceProp prop;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return -1;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= selected_device ||
+        cudaGetDeviceProperties(&prop, selected_device) != cudaSuccess)
+        return -1;
     return prop.major * 10 + prop.minor;
 }
 
@@ -515,16 +522,21 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     }
     Cuda *c = xcalloc(1, sizeof *c);
     c->base = (Backend){"cuda", pl, cuda_write, cuda_read, cuda_run_group, cuda_run_phase, cuda_destroy,
-                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe, NULL, 0, NULL};
+                        cuda_host_alloc, cuda_write_async, cuda_read_async, cuda_fence, cuda_wait, &cuda_probe, NULL, 0, NULL, NULL, NULL};
     c->base.adopt = cuda_adopt;
     c->launches[0] = c->launches[1] = -1;
     const char *dbg = getenv("MMC_SYNC");
     c->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
-    CUDA_CHECK(cudaSetDevice(0), "set device");
+    if (selected_device >= count) {
+        *why = xasprintf("GPU %d was asked for (a rank's LOCAL_RANK), but this host has %d", selected_device, count);
+        free(c);
+        return NULL;
+    }
+    CUDA_CHECK(cudaSetDevice(selected_device), "set device");
     CUDA_CHECK(cudaFree(0), "start the CUDA context");
     size_t total_mem = 0;
     CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
-    CUDA_CHECK(cudaGetDeviceProperties(&c->prop, 0), "device properties");
+    CUDA_CHECK(cudaGetDeviceProperties(&c->prop, selected_device), "device properties");
     c->base.device = c->prop.name;
     char *refusal = backend_bf16_refusal(pl, c->prop.major * 10 + c->prop.minor, c->prop.name, pl->path);
     if (refusal) die("cuda: %s", refusal);

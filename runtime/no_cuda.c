@@ -16,6 +16,7 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
 }
 
 int cuda_device_sm(void) { return -1; }
+void cuda_select_device(int device) { (void)device; }
 
 int cmd_check_kernels(int argc, char **argv) {
     (void)argc, (void)argv;

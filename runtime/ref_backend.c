@@ -319,7 +319,7 @@ static void ref_adopt(Backend *b, Backend *from) {
 Backend *ref_backend_create(Plan *pl) {
     Ref *r = xcalloc(1, sizeof *r);
     r->base = (Backend){"ref", pl, ref_write, ref_read, ref_run_group, ref_run_phase, ref_destroy,
-                        ref_host_alloc, ref_write, ref_read, ref_fence, ref_wait, NULL, NULL, 0, NULL};
+                        ref_host_alloc, ref_write, ref_read, ref_fence, ref_wait, NULL, NULL, 0, NULL, NULL, NULL};
     for (int i = 0; i < BUF_COUNT; i++) r->buf[i] = xcalloc((size_t)pl->p->buffer_bytes[i] + 1, 1);
     r->val = xcalloc((size_t)pl->g->next_id + 1, sizeof *r->val);
     r->base.device = xasprintf("CPU, %d threads", ref_thread_count());

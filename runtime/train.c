@@ -21,6 +21,7 @@
 #include "monitor.h"
 #include "plan_remake.h"
 #include "plan_set.h"
+#include "train_dist.h"
 #include "util.h"
 
 const Node *train_role(const Plan *pl, Role r) {
@@ -486,7 +487,13 @@ static int64_t metrics_fallback_at(const char *run_dir, int64_t upto) {
     return at;
 }
 
-int train_run(const TrainOptions *o) {
+int train_run(const TrainOptions *opts) {
+    /* one process of a data-parallel job, or the whole run; rank 0 alone writes and logs */
+    TrainDist *dist = train_dist_start(opts->backend);
+    int rank = dist ? train_dist_env(dist)->rank : 0, world = dist ? train_dist_env(dist)->world : 1;
+    TrainOptions mine = *opts;
+    if (rank) mine.out = NULL, mine.val = NULL, mine.quiet = 1, mine.result = NULL;
+    const TrainOptions *o = &mine;
     Plan *pl = plan_load(o->plan_dir);
     int updates = 0;
     for (int i = 0; i < pl->p->n_groups; i++) updates |= pl->p->groups[i]->phase == PHASE_UPDATE;
@@ -499,14 +506,15 @@ int train_run(const TrainOptions *o) {
         die("train: --batch %lld but %s was compiled for batch %lld: recompile with -D batch=%lld", (long long)o->batch,
             pl->path, (long long)B, (long long)o->batch);
     Batcher *data = train_batches(pl, o->data, o->shuffle);
-    int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation)) * (t->epochs > 0 ? t->epochs : 1);
+    batcher_set_rank(data, rank, world); /* B is each rank's; an update reads B x world rows */
+    int64_t steps = o->steps > 0 ? o->steps : (data->rows / (B * t->accumulation * world)) * (t->epochs > 0 ? t->epochs : 1);
     if (steps < 1) steps = 1;
     RunPosition pos = {0, o->seed, o->shuffle, "", ""};
     char sha[65] = "";
     if (o->out || o->resume) tokens_sha256(data->file, sha);
     /* the folder is this run's from here on: what an earlier run left half-written goes, and
      * the checkpoint read below cannot change under it */
-    const char *out = o->out ? o->out : o->resume;
+    const char *out = o->out ? o->out : rank ? NULL : o->resume;
     int lock = out ? run_folder_lock(out, "train") : -1;
     int same_run = o->resume && out && same_dir(o->resume, out);
     if (out) {
@@ -520,6 +528,7 @@ int train_run(const TrainOptions *o) {
     /* the plan of the first update to run: of its phase, or the fallback once the run fell back */
     Backend *b = backend_open(plan_for(set, fallback_at, model_update > 0 ? model_update : 0), o->backend, "train");
     init_consts(b);
+    if (dist) train_dist_attach(dist, b);
     if (set->fallback && !o->no_fallback && !strcmp(b->name, "cuda")) { /* refused before the run, not when it fires */
         char *refusal = backend_bf16_refusal(set->fallback, cuda_device_sm(), b->device, "the fallback plan");
         if (refusal) die("train: %s (or train with --no-fallback)", refusal);
@@ -600,9 +609,9 @@ int train_run(const TrainOptions *o) {
     }
     r.monitor.fallback_at = fallback_at; /* a fallback that fired stays, --no-fallback or not */
     r.steps = steps;
-    r.epochs = (steps * B * t->accumulation + data->rows - 1) / data->rows;
+    r.epochs = (steps * B * t->accumulation * world + data->rows - 1) / data->rows;
     r.quiet = o->quiet;
-    r.tokens_per_update = B * T * t->accumulation;
+    r.tokens_per_update = B * T * t->accumulation * world; /* the job's */
     r.t0 = r.t_last = now_seconds();
     r.last_logged = start;
     r.last_val = NAN;
@@ -658,6 +667,7 @@ int train_run(const TrainOptions *o) {
             Backend *next = backend_open(want, o->backend, "train");
             init_consts(next);
             next->adopt(next, b);
+            if (dist) train_dist_attach(dist, next);
             if (b->probe && b->probe->device_bytes(b) + bytes_base > bytes_peak) bytes_peak = b->probe->device_bytes(b) + bytes_base;
             bytes_base += before;
             b->destroy(b);
@@ -773,6 +783,7 @@ int train_run(const TrainOptions *o) {
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);
+    train_dist_end(dist);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     if (interrupted && u < steps) {
         if (out) fprintf(stderr, "train: interrupted after update %lld of %lld; checkpoint in %s (continue with --resume %s)\n",

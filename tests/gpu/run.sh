@@ -9,6 +9,7 @@
 #  - the skip rate, underflow and loss-spike monitoring (tests/test_monitor.sh cuda);
 #  - a precision schedule and its fallback, resumed across both boundaries
 #    (tests/test_schedule_train.sh cuda);
+#  - data parallelism's step as a job of one rank through NCCL (tests/gpu/test_dist_world1.sh);
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
 #    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
@@ -31,6 +32,7 @@ bash tests/test_scaler_model.sh cuda || fail=1
 bash tests/test_find_overflow.sh cuda || fail=1
 bash tests/test_monitor.sh cuda || fail=1
 bash tests/test_schedule_train.sh cuda || fail=1
+bash tests/gpu/test_dist_world1.sh || fail=1
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 1 build/gpu/test_gpu_kernels amp_fp16 amp_bf16 >"$tmp/$tool" 2>&1 \
