@@ -42,6 +42,9 @@ struct Backend {
     void *before_update_ctx;
 };
 
+/* dies unless b's and from's plans lay out the buffers adopt carries alike */
+void backend_check_adopt(const Backend *b, const Backend *from);
+
 /* the buffers a run carries from one plan to the next (adopt) */
 static inline int backend_carried(int buffer) {
     return buffer == BUF_PARAMS || buffer == BUF_GRADS || buffer == BUF_ADAM_M || buffer == BUF_ADAM_V || buffer == BUF_STATE;

@@ -474,12 +474,9 @@ static void cuda_adopt(Backend *b, Backend *from) {
     CUDA_CHECK(cudaStreamSynchronize(f->stream), "a kernel of the step");
     CUDA_CHECK(cudaStreamSynchronize(f->side), "a kernel of the step");
     CUDA_CHECK(cudaStreamSynchronize(c->stream), "setup");
+    backend_check_adopt(b, from);
     for (int i = 0; i < BUF_COUNT; i++)
         if (backend_carried(i)) {
-            if (b->pl->p->buffer_bytes[i] != from->pl->p->buffer_bytes[i])
-                die("cuda backend: %s holds %lld bytes in %s and %s %lld: the plans do not share a layout", b->pl->path,
-                    (long long)b->pl->p->buffer_bytes[i], buffer_name(i), from->pl->path,
-                    (long long)from->pl->p->buffer_bytes[i]);
             CUDA_CHECK(cudaFree(c->buf[i]), buffer_name(i));
             c->buf[i] = f->buf[i];
             f->buf[i] = NULL;

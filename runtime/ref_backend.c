@@ -37,6 +37,13 @@ char *backend_bf16_refusal(const Plan *pl, int sm, const char *device, const cha
     return NULL;
 }
 
+void backend_check_adopt(const Backend *b, const Backend *from) {
+    for (int i = 0; i < BUF_COUNT; i++)
+        if (backend_carried(i) && b->pl->p->buffer_bytes[i] != from->pl->p->buffer_bytes[i])
+            die("%s backend: %s holds %lld bytes in %s and %s %lld: the plans do not share a layout", b->name, b->pl->path,
+                (long long)b->pl->p->buffer_bytes[i], buffer_name(i), from->pl->path, (long long)from->pl->p->buffer_bytes[i]);
+}
+
 void backend_check_range(const Backend *b, int buffer, int64_t offset, int64_t bytes, const char *what) {
     if (offset < 0 || offset + bytes > b->pl->p->buffer_bytes[buffer])
         die("%s backend: %s of %lld bytes at %s+%lld is outside the buffer", b->name, what, (long long)bytes,
@@ -304,12 +311,9 @@ static void ref_wait(Backend *b, int ticket) { (void)b, (void)ticket; }
 
 static void ref_adopt(Backend *b, Backend *from) {
     Ref *r = (Ref *)b, *f = (Ref *)from;
+    backend_check_adopt(b, from);
     for (int i = 0; i < BUF_COUNT; i++)
         if (backend_carried(i)) {
-            if (b->pl->p->buffer_bytes[i] != from->pl->p->buffer_bytes[i])
-                die("ref backend: %s holds %lld bytes in %s and %s %lld: the plans do not share a layout", b->pl->path,
-                    (long long)b->pl->p->buffer_bytes[i], buffer_name(i), from->pl->path,
-                    (long long)from->pl->p->buffer_bytes[i]);
             free(r->buf[i]);
             r->buf[i] = f->buf[i];
             f->buf[i] = NULL;

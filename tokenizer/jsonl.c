@@ -66,16 +66,26 @@ void jsonl_text_free(void *doc) {
     if (doc) json_decref(doc);
 }
 
-bool jsonl_next(JsonlChunk *c, JsonlCursor *cur, const char **text, size_t *len, uint64_t *line) {
+/* The cursor's next line of the chunk (its bytes without the newline, and its number), the
+ * document the previous one held released; false at the chunk's end. */
+static bool next_line(JsonlChunk *c, JsonlCursor *cur, const char **start, size_t *n, uint64_t *at) {
     jsonl_text_free(cur->doc);
     cur->doc = NULL;
     if (!cur->line) cur->line = c->first_line;
-    while (cur->pos < c->len) {
-        const char *start = c->data + cur->pos;
-        const char *nl = memchr(start, '\n', c->len - cur->pos);
-        size_t n = nl ? (size_t)(nl - start) : c->len - cur->pos;
-        uint64_t at = cur->line++;
-        cur->pos += n + (nl != NULL);
+    if (cur->pos >= c->len) return false;
+    *start = c->data + cur->pos;
+    const char *nl = memchr(*start, '\n', c->len - cur->pos);
+    *n = nl ? (size_t)(nl - *start) : c->len - cur->pos;
+    *at = cur->line++;
+    cur->pos += *n + (nl != NULL);
+    return true;
+}
+
+bool jsonl_next(JsonlChunk *c, JsonlCursor *cur, const char **text, size_t *len, uint64_t *line) {
+    const char *start;
+    size_t n;
+    uint64_t at;
+    while (next_line(c, cur, &start, &n, &at)) {
         char err[256];
         int r = jsonl_line_text(start, n, text, len, &cur->doc, err, sizeof err);
         if (r > 0) {
@@ -88,15 +98,10 @@ bool jsonl_next(JsonlChunk *c, JsonlCursor *cur, const char **text, size_t *len,
 }
 
 bool jsonl_next_json(JsonlChunk *c, JsonlCursor *cur, json_t **root, const char **bytes, size_t *len, uint64_t *line) {
-    jsonl_text_free(cur->doc);
-    cur->doc = NULL;
-    if (!cur->line) cur->line = c->first_line;
-    while (cur->pos < c->len) {
-        const char *start = c->data + cur->pos;
-        const char *nl = memchr(start, '\n', c->len - cur->pos);
-        size_t n = nl ? (size_t)(nl - start) : c->len - cur->pos;
-        uint64_t at = cur->line++;
-        cur->pos += n + (nl != NULL);
+    const char *start;
+    size_t n;
+    uint64_t at;
+    while (next_line(c, cur, &start, &n, &at)) {
         char err[256];
         json_t *value;
         int r = parse_line(start, &n, &value, err, sizeof err);
