@@ -261,19 +261,26 @@ void gen_sum(Gen *G, Keys *ks, Split *s) {
     free(pro), free(x), free(epi), free(pl), free(ps), free(el), free(es);
 }
 
-/* ---- embedding: one element a thread */
+/* ---- embedding: one element a thread, or eight of a row when rows are whole runs of 8 */
 void launch_embedding(Gen *G, const Split *s) {
     Group *gr = G->gr;
-    gr->tmpl = "embedding.cu";
+    Node *a = gr->anchor;
+    const Shape *x = &a->shape;
+    gr->wide = x->dim[x->rank - 1] % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]) && split_wide(G, s, x, x, 0);
+    gr->tmpl = gr->wide ? "embedding_wide.cu" : "embedding.cu";
     gr->block = 256;
-    gr->grid = blocks_for(shape_numel(&gr->anchor->shape), gr->block);
+    gr->grid = blocks_for(shape_numel(x) / (gr->wide ? 8 : 1), gr->block);
 }
 
 void gen_embedding(Gen *G, Keys *ks, Split *s) {
     Node *a = G->gr->anchor;
     int64_t d = a->shape.dim[a->shape.rank - 1], n = shape_numel(&a->shape);
+    int wide = G->gr->wide;
     char *w = xstrdup(ptr(G, a->in[0])), *ids = xstrdup(ptr(G, a->in[1]));
-    char *epi = epilogue(G, s, "        ", "k");
+    char *el = NULL, *es = NULL;
+    if (wide) wide_begin(G, "        ");
+    char *epi = epilogue(G, s, wide ? "            " : "        ", "k");
+    if (wide) wide_end(G, &el, &es);
     key(ks, "N", "%lld", (long long)n);
     key(ks, "D", "%lld", (long long)d);
     key(ks, "ROWS", "%lld", (long long)(n / d));
@@ -281,7 +288,8 @@ void gen_embedding(Gen *G, Keys *ks, Split *s) {
     key(ks, "IDS", "%s", ids);
     key(ks, "VA", "v%d", a->id);
     key(ks, "EPILOGUE", "%s", epi);
-    free(w), free(ids), free(epi);
+    if (wide) key(ks, "EPI_LOADS", "%s", el), key(ks, "EPI_STORES", "%s", es);
+    free(w), free(ids), free(epi), free(el), free(es);
 }
 
 /* ---- embedding_sort: one block sorts the row indices by id, a radix pass per byte of the

@@ -147,7 +147,7 @@ const OpInfo op_info[OP_COUNT] = {
     [OP_EMBEDDING] = {"embedding", 2, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0),
                       .shape = shape_embedding, .dtype = dtype_of_first, .grad = grad_embedding,
                       .launch = launch_embedding, .gen = gen_embedding,
-                 .templates = "embedding.cu", .ref = ref_embedding,
+                 .templates = "embedding_wide.cu embedding.cu", .ref = ref_embedding,
                  .doc = "rows of W picked by ids"},
     [OP_EMBEDDING_SORT] = {"embedding_sort", 1, OK_ANCHOR, PC_NONE, .attrs = A(VOCAB), .n_parts = 1, .side_stream = 1, .shape = shape_embedding_sort,
                            .dtype = dtype_index, .part = part_embedding_sort,

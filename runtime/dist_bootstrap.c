@@ -21,8 +21,9 @@
 #include "util.h"
 
 #define MAGIC "mmcdist1"
-enum { K_HELLO = 1, K_BYTES = 2, K_REFUSE = 3, K_ACK = 4, K_GO = 5 };
+enum { K_HELLO = 1, K_BYTES = 2, K_REFUSE = 3, K_ACK = 4, K_GO = 5, K_BYE = 6 };
 enum { HEADER = 16, HELLO_PAYLOAD = 16, REFUSE_MAX = 1024 };
+_Static_assert(HEADER == DIST_BYE_BYTES, "bye is a frame header alone");
 enum { MAX_STRANGERS = 64 };          /* connections rank 0 keeps open before they say who they are, beyond the ranks */
 #define CONNECT_TRY_S 5.0             /* one connection attempt, before the next */
 #define BACKOFF_FIRST_S 0.02
@@ -365,7 +366,8 @@ static char *root_input(Root *r, Conn *c, size_t len) {
     return errorf("rank %d at %s sent a frame of kind %u out of turn", c->rank, c->addr, frame_kind(c));
 }
 
-static int root_run(const DistEnv *e, const void *blob, size_t len, double deadline, double timeout_s, char **why) {
+static int root_run(const DistEnv *e, const void *blob, size_t len, double deadline, double timeout_s, DistLinks *keep,
+                    char **why) {
     char err[256];
     if (root_fd_limit(e->world, err, sizeof err)) {
         *why = errorf("rank 0: %s", err);
@@ -445,6 +447,8 @@ static int root_run(const DistEnv *e, const void *blob, size_t len, double deadl
         rc = root_fail(&r, why, fatal);
         free(fatal);
     }
+    if (rc == 0 && keep)
+        for (int k = 1; k < e->world; k++) keep->fd[k] = r.by_rank[k]->fd, r.by_rank[k]->fd = -1;
     for (int i = 0; i < r.n; i++) conn_close(r.conns[i]), free(r.conns[i]);
     close(r.lfd);
     free(r.conns), free(r.by_rank), free(fds);
@@ -455,7 +459,8 @@ static int root_run(const DistEnv *e, const void *blob, size_t len, double deadl
 
 enum { P_IDLE, P_CONNECTING, P_REPLY, P_GO };
 
-static int peer_run(const DistEnv *e, void *blob, size_t len, double deadline, double timeout_s, char **why) {
+static int peer_run(const DistEnv *e, void *blob, size_t len, double deadline, double timeout_s, DistLinks *keep,
+                    char **why) {
     char port[16], where[300], err[512] = "no try yet";
     snprintf(port, sizeof port, "%d", e->master_port);
     format_addr(where, sizeof where, e->master_addr, port);
@@ -563,12 +568,13 @@ static int peer_run(const DistEnv *e, void *blob, size_t len, double deadline, d
             rc = -1;
         }
     }
+    if (rc == 0 && keep) keep->fd[0] = c.fd, c.fd = -1;
     conn_close(&c);
     if (ai) freeaddrinfo(ai);
     return rc;
 }
 
-int dist_bootstrap(const DistEnv *e, void *blob, size_t len, double timeout_s, char **why) {
+static int bootstrap(const DistEnv *e, void *blob, size_t len, double timeout_s, DistLinks *keep, char **why) {
     *why = NULL;
     if (e->error[0]) {
         *why = errorf("rank %d: %s", e->rank, e->error);
@@ -585,5 +591,31 @@ int dist_bootstrap(const DistEnv *e, void *blob, size_t len, double timeout_s, c
         return -1;
     }
     double deadline = now_seconds() + timeout_s;
-    return e->rank == 0 ? root_run(e, blob, len, deadline, timeout_s, why) : peer_run(e, blob, len, deadline, timeout_s, why);
+    if (keep) {
+        keep->world = e->world, keep->rank = e->rank;
+        keep->fd = xmalloc((size_t)e->world * sizeof *keep->fd);
+        for (int k = 0; k < e->world; k++) keep->fd[k] = -1;
+    }
+    int rc = e->rank == 0 ? root_run(e, blob, len, deadline, timeout_s, keep, why)
+                          : peer_run(e, blob, len, deadline, timeout_s, keep, why);
+    if (rc && keep) free(keep->fd), keep->fd = NULL;
+    return rc;
+}
+
+int dist_bootstrap(const DistEnv *e, void *blob, size_t len, double timeout_s, char **why) {
+    return bootstrap(e, blob, len, timeout_s, NULL, why);
+}
+
+int dist_bootstrap_links(const DistEnv *e, void *blob, size_t len, double timeout_s, DistLinks *links, char **why) {
+    *links = (DistLinks){e->world, e->rank, NULL};
+    return bootstrap(e, blob, len, timeout_s, links, why);
+}
+
+void dist_bye_frame(unsigned char out[DIST_BYE_BYTES]) {
+    memcpy(out, MAGIC, 8);
+    put32(out + 8, K_BYE), put32(out + 12, 0);
+}
+
+int dist_is_bye(const unsigned char in[DIST_BYE_BYTES]) {
+    return !memcmp(in, MAGIC, 8) && get32(in + 8) == K_BYE && get32(in + 12) == 0;
 }

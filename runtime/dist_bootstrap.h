@@ -14,7 +14,8 @@
  *   bytes   0 -> peer   payload the bytes
  *   refuse  0 -> peer   payload a message (no NUL)
  *   ack     peer -> 0   no payload
- *   go      0 -> peer   no payload */
+ *   go      0 -> peer   no payload
+ *   bye     either way  no payload, after the run (dist_watch.h) */
 #ifndef MMC_DIST_BOOTSTRAP_H
 #define MMC_DIST_BOOTSTRAP_H
 
@@ -31,5 +32,22 @@ enum { DIST_BLOB_MAX = 65536 }; /* the most bytes a bootstrap hands out */
  *   rank 1: no answer from rank 0 at host0:29500 within 60 s (connection refused)
  * Writes to a closed socket raise no SIGPIPE (MSG_NOSIGNAL). */
 int dist_bootstrap(const DistEnv *e, void *blob, size_t len, double timeout_s, char **why);
+
+/* The rendezvous's sockets, kept open after it for dist_watch.h: on rank 0 fd[k] is the
+ * socket to rank k (fd[0] is -1), on another rank fd[0] is its socket to rank 0 (the rest
+ * -1). world entries; fd is NULL for a world of one. */
+typedef struct DistLinks {
+    int world, rank;
+    int *fd;
+} DistLinks;
+
+/* dist_bootstrap, keeping the sockets in *links when it returns 0 */
+int dist_bootstrap_links(const DistEnv *e, void *blob, size_t len, double timeout_s, DistLinks *links, char **why);
+
+/* The frame a rank sends on its links when its run has ended as it should: "bye" (kind 6,
+ * no payload). */
+enum { DIST_BYE_BYTES = 16 };
+void dist_bye_frame(unsigned char out[DIST_BYE_BYTES]);
+int dist_is_bye(const unsigned char in[DIST_BYE_BYTES]);
 
 #endif

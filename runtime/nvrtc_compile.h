@@ -40,7 +40,8 @@ typedef struct KernelCubins {
 } KernelCubins;
 
 /* Compiles every unit (through the cache when `cache`) on MMC_NVRTC_THREADS threads (1 to
- * KERNEL_UNITS_MAX), else one per core online, never more than there are units to compile.
+ * KERNEL_UNITS_MAX), else one per core online up to 8, never more than there are units to
+ * compile.
  * Units are named "NAME[unit i of n]" in NVRTC's log (just NAME for one unit). An error in
  * any unit dies, from the calling thread, with that unit's annotated log. */
 KernelCubins nvrtc_compile_units(const KernelUnits *u, const char *source_name, const char *arch, int cache);

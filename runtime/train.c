@@ -489,7 +489,7 @@ static int64_t metrics_fallback_at(const char *run_dir, int64_t upto) {
 
 int train_run(const TrainOptions *opts) {
     /* one process of a data-parallel job, or the whole run; rank 0 alone writes and logs */
-    TrainDist *dist = train_dist_start(opts->backend);
+    TrainDist *dist = train_dist_start(opts->backend, &interrupted);
     int rank = dist ? train_dist_env(dist)->rank : 0, world = dist ? train_dist_env(dist)->world : 1;
     TrainOptions mine = *opts;
     if (rank) mine.out = NULL, mine.val = NULL, mine.quiet = 1, mine.result = NULL;
@@ -783,7 +783,7 @@ int train_run(const TrainOptions *opts) {
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);
-    train_dist_end(dist);
+    train_dist_end(dist, u >= steps);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     if (interrupted && u < steps) {
         if (out) fprintf(stderr, "train: interrupted after update %lld of %lld; checkpoint in %s (continue with --resume %s)\n",

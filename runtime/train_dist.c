@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dist_bootstrap.h"
+#include "dist_watch.h"
 #include "nccl_loader.h"
 #include "util.h"
 
@@ -23,7 +24,7 @@ static void nccl_check(const TrainDist *d, NcclResult r, const char *what) {
         die("train: rank %d of %d: NCCL %s: %s", d->env.rank, d->env.world, what, d->nccl->GetErrorString(r));
 }
 
-TrainDist *train_dist_start(const char *backend) {
+TrainDist *train_dist_start(const char *backend, const volatile sig_atomic_t *stopping) {
     DistEnv env = dist_env_read();
     if (env.error[0]) die("train: %s", env.error);
     const char *force = getenv("MMC_NCCL_WORLD1");
@@ -42,7 +43,9 @@ TrainDist *train_dist_start(const char *backend) {
     NcclUniqueId id;
     memset(&id, 0, sizeof id);
     if (env.rank == 0) nccl_check(d, nccl->GetUniqueId(&id), "unique id");
-    if (dist_bootstrap(&env, &id, sizeof id, DIST_BOOTSTRAP_SECONDS, &why) != 0) die("train: %s", why);
+    DistLinks links;
+    if (dist_bootstrap_links(&env, &id, sizeof id, DIST_BOOTSTRAP_SECONDS, &links, &why) != 0) die("train: %s", why);
+    dist_watch_start(&links, stopping); /* from here a rank that dies stops the job */
     nccl_check(d, nccl->CommInitRank(&d->comm, env.world, id, env.rank), "communicator");
     return d;
 }
@@ -64,8 +67,13 @@ void train_dist_attach(TrainDist *d, Backend *b) {
     b->before_update_ctx = d;
 }
 
-void train_dist_end(TrainDist *d) {
+void train_dist_end(TrainDist *d, int completed) {
     if (!d) return;
-    d->nccl->CommDestroy(d->comm);
+    if (completed) { /* every rank ran every update: the links may close */
+        dist_watch_end();
+        d->nccl->CommDestroy(d->comm);
+    } else {
+        d->nccl->CommAbort(d->comm); /* the others may be inside a collective this rank will not join */
+    }
     free(d);
 }

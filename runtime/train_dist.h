@@ -12,17 +12,23 @@
 #ifndef MMC_TRAIN_DIST_H
 #define MMC_TRAIN_DIST_H
 
+#include <signal.h>
+
 #include "backend.h"
 #include "dist_env.h"
 
 typedef struct TrainDist TrainDist;
 
-/* NULL for a world of one (the ordinary run); else the communicator, joined. Dies with the
- * reason where the job cannot start: another backend than cuda, no NCCL, the rendezvous. */
-TrainDist *train_dist_start(const char *backend);
+/* NULL for a world of one (the ordinary run); else the communicator, joined, and the ranks
+ * watched (dist_watch.h: a rank that dies stops the job; `stopping` is this rank's flag of
+ * a stop on a signal). Dies with the reason where the job cannot start: another backend
+ * than cuda, no NCCL, the rendezvous. */
+TrainDist *train_dist_start(const char *backend, const volatile sig_atomic_t *stopping);
 const DistEnv *train_dist_env(const TrainDist *d);
 /* the gradients of b's update phase averaged over the ranks from now on */
 void train_dist_attach(TrainDist *d, Backend *b);
-void train_dist_end(TrainDist *d);
+/* completed: this rank ran every update of the run (it says bye to the others); else it
+ * stops early, and the others stop when it is gone */
+void train_dist_end(TrainDist *d, int completed);
 
 #endif

@@ -49,6 +49,8 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     __threadfence();
     // each warp takes every 8th parameter: its lanes sum the chunks, then a fixed butterfly
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr bool STAGE = {{NPARAMS}} <= 4096; // the norms in shared memory, when they fit
+    __shared__ float staged[STAGE ? {{NPARAMS}} : 1];
     int found_w = 0;
     unsigned int *param_zeros = (unsigned int *)(b.state + MMC_STATE_ZEROS);
     for (int p = warp; p < {{NPARAMS}}; p += blockDim.x >> 5) {
@@ -63,17 +65,23 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
             sum += __shfl_xor_sync(0xffffffffu, sum, o);
             z += __shfl_xor_sync(0xffffffffu, z, o);
         }
-        if (lane == 0) norms[p] = sum, param_zeros[p] = z;
+        if (lane == 0) {
+            const float n = (float)sqrt(sum); // each warp its parameters' norms, at once
+            norms[p] = n;
+            if (STAGE) staged[p] = n;
+            param_zeros[p] = z;
+        }
     }
     found_w = __any_sync(0xffffffffu, found_w);
     if (lane == 0 && found_w) bad_shared = 1; // this block's own flag, now or-ed with every chunk's
     __syncthreads();
     if (threadIdx.x != 0) return;
     int found = bad_shared;
+    // one thread sums the norms' squares in parameter order, from shared memory: a chain of
+    // global reads here was most of the kernel's time
     float total_sq = 0;
     for (int p = 0; p < {{NPARAMS}}; p++) {
-        const float n = (float)sqrt(__ldcg(norms + p));
-        norms[p] = n;
+        const float n = STAGE ? staged[p] : (float)__ldcg(norms + p);
         total_sq = mmc_add(total_sq, mmc_mul(n, n));
     }
     const float total = sqrtf(total_sq);

@@ -12,6 +12,10 @@ fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ./mmc compile graphs/tiny.lua -o "$tmp/plan" --quiet || exit 1
 ./mmc init "$tmp/plan" -o "$tmp/w" --seed 2 || exit 1
+# the initial weights are filled on every core; each element comes from its own place in its
+# tensor's stream, so one thread makes the same bytes
+MMC_THREADS=1 ./mmc init "$tmp/plan" -o "$tmp/w1" --seed 2 >/dev/null || exit 1
+cmp -s "$tmp/w/model.safetensors" "$tmp/w1/model.safetensors" || { echo "init: other weights on one thread than on all cores"; fail=1; }
 python3 tests/make_byte_tokens.py README.md "$tmp/text.bin"
 # variants of the weights file, edited with the standard library only
 python3 - "$tmp" <<'PY' || exit 1

@@ -1,8 +1,10 @@
 /* test_dist: the groundwork of data-parallel training, on the CPU. dist_env_read over a
  * table of launchers' environments; the TCP rendezvous between forked processes on
  * 127.0.0.1 (rank 0 late, a rank missing, a peer of another world size, a rank twice, a
- * stranger on the port, no rank 0 at all); nccl_load on this machine; and the batcher's rank
- * slices, whose union over the ranks is a world of 1's batch at the same position. */
+ * stranger on the port, no rank 0 at all); the watch over the ranks' links after it (a rank
+ * that dies stops the others; a run that ends says bye; a rank stopping on its own signal
+ * ends by itself); nccl_load on this machine; and the batcher's rank slices, whose union
+ * over the ranks is a world of 1's batch at the same position. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,6 +18,7 @@
 #include "data.h"
 #include "dist_bootstrap.h"
 #include "dist_env.h"
+#include "dist_watch.h"
 #include "nccl_loader.h"
 #include "rng.h"
 #include "test_util.h"
@@ -479,11 +482,127 @@ static void test_batcher(void) {
            GLOBAL, checked);
 }
 
+/* ---- the watch over the ranks, between forked processes ---- */
+
+typedef struct Watcher {
+    pid_t pid;
+    int err;    /* the read end of its stderr */
+    int status; /* its exit status, or -1 */
+    double exited_after; /* seconds from the start */
+    char said[2048];
+} Watcher;
+
+/* A rank that joins the rendezvous and the watch, then: dies at die_ms without a bye (if
+ * die_ms > 0), or says bye at end_ms and exits 0 a moment later; `stopping` marks it as
+ * stopping on a signal of its own from the start. */
+static Watcher spawn_watcher(int rank, int world, int port, int die_ms, int end_ms, int stopping) {
+    int p[2];
+    if (pipe(p)) die("pipe: %s", strerror(errno));
+    Watcher w = {.err = p[0], .status = -1};
+    fflush(NULL);
+    w.pid = fork();
+    if (w.pid < 0) die("fork: %s", strerror(errno));
+    if (w.pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        char r[16], n[16], pt[16];
+        snprintf(r, sizeof r, "%d", rank), snprintf(n, sizeof n, "%d", world), snprintf(pt, sizeof pt, "%d", port);
+        env_clear();
+        setenv("RANK", r, 1), setenv("WORLD_SIZE", n, 1), setenv("LOCAL_RANK", r, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", pt, 1);
+        DistEnv e = dist_env_read();
+        uint8_t blob[BLOB] = {1};
+        char *why = NULL;
+        DistLinks links;
+        if (dist_bootstrap_links(&e, blob, BLOB, 10, &links, &why)) {
+            fprintf(stderr, "bootstrap: %s\n", why);
+            _exit(90);
+        }
+        static volatile sig_atomic_t flag;
+        flag = stopping;
+        dist_watch_start(&links, &flag);
+        if (die_ms > 0) {
+            sleep_ms(die_ms);
+            _exit(7); /* gone without a word, as a killed process is */
+        }
+        sleep_ms(end_ms);
+        dist_watch_end();
+        sleep_ms(200);
+        _exit(0);
+    }
+    close(p[1]);
+    return w;
+}
+
+static void reap(Watcher *ws, int n, double t0, double limit_s) {
+    for (int i = 0; i < n; i++) {
+        Watcher *w = &ws[i];
+        size_t have = 0;
+        for (;;) { /* its stderr until it closes: the process is gone */
+            double left = t0 + limit_s - now_seconds();
+            struct pollfd pf = {.fd = w->err, .events = POLLIN};
+            if (left <= 0 || poll(&pf, 1, (int)(left * 1000) + 1) == 0) {
+                kill(w->pid, SIGKILL);
+                break;
+            }
+            ssize_t k = read(w->err, w->said + have, sizeof w->said - 1 - have);
+            if (k <= 0) break;
+            have += (size_t)k;
+        }
+        w->said[have] = 0;
+        close(w->err);
+        int st = 0;
+        waitpid(w->pid, &st, 0);
+        w->exited_after = now_seconds() - t0;
+        w->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+}
+
+static void test_watch(void) {
+    { /* rank 2 dies 300 ms in; rank 0 sees its link close and ends, then rank 1 sees rank 0 go */
+        int port = free_port();
+        double t0 = now_seconds();
+        Watcher ws[3] = {spawn_watcher(0, 3, port, 0, 20000, 0), spawn_watcher(1, 3, port, 0, 20000, 0),
+                         spawn_watcher(2, 3, port, 300, 0, 0)};
+        reap(ws, 3, t0, 30);
+        CHECK(ws[2].status == 7, "a rank dies: rank 2 exited %d", ws[2].status);
+        for (int i = 0; i < 2; i++)
+            CHECK(ws[i].status == 1 && ws[i].exited_after < 10, "a rank dies: rank %d exited %d after %.1f s (want 1, soon)", i,
+                  ws[i].status, ws[i].exited_after);
+        CHECK(strstr(ws[0].said, "mmc train: rank 0 of 3: rank 2 stopped before the end of the run (its link to rank 0 closed): "
+                                 "stopping the job\n") != NULL, "a rank dies: rank 0 said: %s", ws[0].said);
+        CHECK(strstr(ws[1].said, "mmc train: rank 1 of 3: rank 0 stopped before the end of the run") != NULL,
+              "a rank dies: rank 1 said: %s", ws[1].said);
+        printf("watch: rank 2 died; rank 0 ended after %.2f s, rank 1 after %.2f s:\n  %s  %s", ws[0].exited_after,
+               ws[1].exited_after, ws[0].said, ws[1].said);
+    }
+    { /* a run that ends as it should: every rank says bye, at different moments, and exits 0 */
+        int port = free_port();
+        double t0 = now_seconds();
+        Watcher ws[3] = {spawn_watcher(0, 3, port, 0, 300, 0), spawn_watcher(1, 3, port, 0, 900, 0),
+                         spawn_watcher(2, 3, port, 0, 600, 0)};
+        reap(ws, 3, t0, 30);
+        for (int i = 0; i < 3; i++)
+            CHECK(ws[i].status == 0 && !ws[i].said[0], "the end of a run: rank %d exited %d, saying '%s'", i, ws[i].status,
+                  ws[i].said);
+    }
+    { /* rank 0 stops on a signal of its own as rank 2 dies: it ends by itself, within the grace */
+        int port = free_port();
+        double t0 = now_seconds();
+        Watcher ws[3] = {spawn_watcher(0, 3, port, 0, 1500, 1), spawn_watcher(1, 3, port, 0, 2000, 0),
+                         spawn_watcher(2, 3, port, 300, 0, 0)};
+        reap(ws, 3, t0, 30);
+        CHECK(ws[0].status == 0, "a rank stopping on its own: rank 0 exited %d (%s)", ws[0].status, ws[0].said);
+        CHECK(ws[1].status == 0 && !ws[1].said[0], "a rank stopping on its own: rank 1 exited %d (%s)", ws[1].status, ws[1].said);
+    }
+}
+
 int main(void) {
     /* SIGPIPE keeps its default: a write of the bootstrap to a closed socket would end the rank */
     test_env();
     test_nccl();
     test_batcher();
     test_bootstrap();
+    test_watch();
     return test_done("test_dist");
 }

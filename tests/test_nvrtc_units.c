@@ -51,6 +51,8 @@ static void check_split(const char *src, const char *what) {
     enum { MAX_CHUNKS = 4096 };
     Chunk *ch = xcalloc(MAX_CHUNKS, sizeof *ch);
     int n_chunks = find_chunks(src, ch, MAX_CHUNKS), n_code = 0;
+    char **kind = xcalloc(MAX_CHUNKS, sizeof *kind);
+    int *unit_of = xcalloc(MAX_CHUNKS, sizeof *unit_of);
     CHECK(n_chunks > 0, "%s: no kernels after the marker", what);
     if (!n_chunks) return;
     size_t shared = (size_t)(strchr(strstr(src, KERNELS_MARKER), '\n') + 1 - src); /* through the marker line */
@@ -66,12 +68,28 @@ static void check_split(const char *src, const char *what) {
         CHECK(in == 1, "%s: kernel %s is in %d units", what, k, in);
         CHECK(n_code < u.n_kernels && !strcmp(u.kernel[n_code], k), "%s: kernel %d is %s, not %s", what, n_code, k,
               n_code < u.n_kernels ? u.kernel[n_code] : "(none)");
-        CHECK(kernel_unit(&u, k) == where && where == n_code % u.n, "%s: %s in unit %d, kernel_unit says %d", what, k, where,
-              kernel_unit(&u, k));
+        CHECK(kernel_unit(&u, k) == where, "%s: %s in unit %d, kernel_unit says %d", what, k, where, kernel_unit(&u, k));
+        const char *colon = strchr(name, ':'), *nl = strchr(name, '\n');
+        kind[n_code] = colon && nl && colon < nl ? xstrndup(colon + 1, (size_t)(nl - colon - 1)) : xstrdup("");
+        unit_of[n_code] = where;
         free(k);
         code_bytes += ch[c].len;
         n_code++;
     }
+    /* each kind (the ops on the marker line) is dealt over the units in turn: the units
+     * hold as many of a kind as each other, give or take one */
+    for (int a = 0; a < n_code; a++) {
+        int count[KERNEL_UNITS_MAX] = {0}, first = 1;
+        for (int b = 0; b < n_code; b++) {
+            if (!strcmp(kind[a], kind[b])) count[unit_of[b]]++;
+            if (b < a && !strcmp(kind[a], kind[b])) first = 0;
+        }
+        if (!first) continue;
+        int lo = count[0], hi = count[0];
+        for (int i = 1; i < u.n; i++) lo = count[i] < lo ? count[i] : lo, hi = count[i] > hi ? count[i] : hi;
+        CHECK(hi - lo <= 1, "%s: kind '%.40s' is %d in one unit and %d in another", what, kind[a], hi, lo);
+    }
+    for (int a = 0; a < n_code; a++) free(kind[a]);
     int want = n_code < KERNEL_UNITS_MAX ? n_code : KERNEL_UNITS_MAX;
     CHECK(u.n == want && u.n_kernels == n_code, "%s: %d units of %d kernels, want %d of %d", what, u.n, u.n_kernels, want, n_code);
     size_t total = 0;
@@ -87,7 +105,7 @@ static void check_split(const char *src, const char *what) {
     CHECK(same, "%s: two splits of one source differ", what);
     kernel_units_free(&again);
     kernel_units_free(&u);
-    free(ch);
+    free(ch), free(kind), free(unit_of);
 }
 
 static void check_one_unit(const char *src, const char *what) {
