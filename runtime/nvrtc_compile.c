@@ -200,6 +200,13 @@ typedef struct KindOf {
     int index; /* in the source */
 } KindOf;
 
+/* the kind of the kernel whose marker line starts at `name` ("NAME: ops...\n") */
+static KindOf kind_of(const char *name, int index) {
+    const char *nl = strchr(name, '\n'), *end = nl ? nl : name + strlen(name);
+    const char *colon = memchr(name, ':', (size_t)(end - name));
+    return colon ? (KindOf){colon + 1, (size_t)(end - colon - 1), index} : (KindOf){"", 0, index};
+}
+
 static int by_kind(const void *pa, const void *pb) {
     const KindOf *a = pa, *b = pb;
     size_t n = a->len < b->len ? a->len : b->len;
@@ -253,8 +260,7 @@ KernelUnits kernel_units(const char *source) {
     for (int j = 0; j < u.n_kernels; j++) {
         const char *name = start[j] + strlen(KERNEL_START);
         u.kernel[j] = xstrndup(name, strcspn(name, ": \n"));
-        const char *colon = strchr(name, ':'), *nl = strchr(name, '\n');
-        order[j] = (KindOf){colon && (!nl || colon < nl) ? colon + 1 : "", nl && colon && colon < nl ? (size_t)(nl - colon - 1) : 0, j};
+        order[j] = kind_of(name, j);
     }
     qsort(order, (size_t)u.n_kernels, sizeof *order, by_kind);
     for (int r = 0; r < u.n_kernels; r++) u.unit[order[r].index] = r % u.n;

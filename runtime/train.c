@@ -491,6 +491,8 @@ int train_run(const TrainOptions *opts) {
     /* one process of a data-parallel job, or the whole run; rank 0 alone writes and logs */
     TrainDist *dist = train_dist_start(opts->backend, &interrupted);
     int rank = dist ? train_dist_env(dist)->rank : 0, world = dist ? train_dist_env(dist)->world : 1;
+    if (world > 1 && opts->find_overflow) /* its replay is one process's micro-steps, on its own slice of the batch */
+        die("train: rank %d of %d: --find-overflow replays the micro-steps of one process: run it with a world of 1", rank, world);
     TrainOptions mine = *opts;
     if (rank) mine.out = NULL, mine.val = NULL, mine.quiet = 1, mine.result = NULL;
     const TrainOptions *o = &mine;

@@ -181,6 +181,16 @@ static void write_all(int fd, const void *p, size_t n) {
     }
 }
 
+/* a forked rank's torchrun environment on 127.0.0.1, and what dist_env_read makes of it */
+static DistEnv rank_env(int rank, int world, int port) {
+    char r[16], w[16], pt[16];
+    snprintf(r, sizeof r, "%d", rank), snprintf(w, sizeof w, "%d", world), snprintf(pt, sizeof pt, "%d", port);
+    env_clear();
+    setenv("RANK", r, 1), setenv("WORLD_SIZE", w, 1), setenv("LOCAL_RANK", r, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", pt, 1);
+    return dist_env_read();
+}
+
 /* A rank as its own process: after delay_ms, the torchrun environment of (rank, world, port),
  * then dist_bootstrap; it reports rc, the bytes and the reason on a pipe. Rank 0's bytes
  * are `blob`, the others' start zero. */
@@ -194,12 +204,7 @@ static Child spawn_rank(int rank, int world, int port, int delay_ms, double time
     if (c.pid == 0) {
         close(p[0]);
         sleep_ms(delay_ms);
-        char r[16], w[16], pt[16];
-        snprintf(r, sizeof r, "%d", rank), snprintf(w, sizeof w, "%d", world), snprintf(pt, sizeof pt, "%d", port);
-        env_clear();
-        setenv("RANK", r, 1), setenv("WORLD_SIZE", w, 1), setenv("LOCAL_RANK", r, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", pt, 1);
-        DistEnv e = dist_env_read();
+        DistEnv e = rank_env(rank, world, port);
         uint8_t mine[BLOB] = {0};
         if (rank == 0) memcpy(mine, blob, BLOB);
         char *why = NULL;
@@ -505,12 +510,7 @@ static Watcher spawn_watcher(int rank, int world, int port, int die_ms, int end_
     if (w.pid == 0) {
         close(p[0]);
         dup2(p[1], 2);
-        char r[16], n[16], pt[16];
-        snprintf(r, sizeof r, "%d", rank), snprintf(n, sizeof n, "%d", world), snprintf(pt, sizeof pt, "%d", port);
-        env_clear();
-        setenv("RANK", r, 1), setenv("WORLD_SIZE", n, 1), setenv("LOCAL_RANK", r, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", pt, 1);
-        DistEnv e = dist_env_read();
+        DistEnv e = rank_env(rank, world, port);
         uint8_t blob[BLOB] = {1};
         char *why = NULL;
         DistLinks links;
