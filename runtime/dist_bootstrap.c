@@ -23,7 +23,7 @@
 #define MAGIC "mmcdist1"
 enum { K_HELLO = 1, K_BYTES = 2, K_REFUSE = 3, K_ACK = 4, K_GO = 5, K_BYE = 6 };
 enum { HEADER = 16, HELLO_PAYLOAD = 16, REFUSE_MAX = 1024 };
-_Static_assert(HEADER == DIST_BYE_BYTES, "bye is a frame header alone");
+_Static_assert((int)HEADER == (int)DIST_BYE_BYTES, "bye is a frame header alone");
 enum { MAX_STRANGERS = 64 };          /* connections rank 0 keeps open before they say who they are, beyond the ranks */
 #define CONNECT_TRY_S 5.0             /* one connection attempt, before the next */
 #define BACKOFF_FIRST_S 0.02
