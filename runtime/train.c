@@ -785,7 +785,9 @@ int train_run(const TrainOptions *opts) {
     for (int s = 0; s < SLOTS; s++) free(slot[s].ids), free(slot[s].labels);
     batcher_close(data);
     b->destroy(b);
-    train_dist_end(dist, u >= steps);
+    /* every rank ends at the same update at the run's end and at --stop-after; a signal
+     * stops each rank where it happens to be */
+    train_dist_end(dist, u >= steps || (o->stop_after > 0 && u == o->stop_after));
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     if (interrupted && u < steps) {
         if (out) fprintf(stderr, "train: interrupted after update %lld of %lld; checkpoint in %s (continue with --resume %s)\n",

@@ -27,8 +27,8 @@ TrainDist *train_dist_start(const char *backend, const volatile sig_atomic_t *st
 const DistEnv *train_dist_env(const TrainDist *d);
 /* the gradients of b's update phase averaged over the ranks from now on */
 void train_dist_attach(TrainDist *d, Backend *b);
-/* completed: this rank ran every update of the run (it says bye to the others); else it
- * stops early, and the others stop when it is gone */
+/* completed: this rank ran to where every rank stops (the run's end, --stop-after) and says
+ * bye to the others; else it stops on its own, and the others stop when it is gone */
 void train_dist_end(TrainDist *d, int completed);
 
 #endif
