@@ -36,7 +36,7 @@ typedef enum AttrSource {
     X(SCALE,    scale,        double,      AK_REAL,  "scale",    AS_ARGUMENT, "scale: the constant factor") \
     X(IGNORE,   ignore_index, int64_t,     AK_I64,   "ignore",   AS_OPTION,   "cross_entropy: targets equal to it are left out") \
     X(INDEX,    index,        int,         AK_INT,   "index",    AS_DERIVED,  "part: which extra output of the producer") \
-    X(PARAM,    param,        int,         AK_INT,   "param",    AS_DERIVED,  "grad_accumulate: the parameter's index") \
+    X(PARAM,    param,        int,         AK_INT,   "param",    AS_DERIVED,  "grad_accumulate, linear_dw_add: the (first) parameter's index") \
     X(VOCAB,    vocab,        int64_t,     AK_I64,   "vocab",    AS_DERIVED,  "embedding_sort/_backward: rows of the weight") \
     X(INIT,     init,         const char *, AK_TEXT, "init",     AS_ARGUMENT, "param: initialiser, e.g. normal(0,0.02)") \
     X(GEN,      gen,          const char *, AK_TEXT, "gen",      AS_DERIVED,  "const: generator, e.g. rope_cos(512,64,1e6)") \

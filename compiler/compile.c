@@ -52,8 +52,9 @@ typedef struct Compile {
 static void run_frontend(Compile *c) {
     c->r.g = frontend_load(&c->opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d", !c->opt->no_fusion, c->remat,
-                              c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge);
+    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s", !c->opt->no_fusion, c->remat,
+                              c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge,
+                              c->opt->no_dw_add ? " dw_add=0" : "");
     char *hash = plan_hash(c->r.g, options); /* of the sources (the frontend's hash) and the options */
     free(c->r.g->hash);
     c->r.g->hash = hash;
@@ -77,6 +78,9 @@ static void run_fusion(Compile *c) {
 static void run_merge(Compile *c) {
     if (!c->opt->no_merge) pass_merge(c->r.g, c->r.p);
 }
+static void run_dw_add(Compile *c) {
+    if (!c->opt->no_dw_add && !c->opt->forward_only) pass_dw_add(c->r.g, c->r.p);
+}
 static void run_schedule(Compile *c) { pass_schedule(c->r.g, c->r.p); }
 static void run_memplan(Compile *c) { pass_memplan(c->r.g, c->r.p); }
 static void run_launch(Compile *c) { pass_launch(c->r.g, c->r.p, c->opt->reference_kernels); }
@@ -86,8 +90,8 @@ static const struct {
     void (*run)(Compile *c);
 } passes[] = {
     {"frontend", run_frontend}, {"precision", run_precision}, {"autodiff", run_autodiff}, {"simplify", run_simplify},
-    {"remat", run_remat},       {"fusion", run_fusion},       {"merge", run_merge},       {"schedule", run_schedule},
-    {"memplan", run_memplan},   {"launch", run_launch},
+    {"remat", run_remat},       {"fusion", run_fusion},       {"merge", run_merge},       {"dw_add", run_dw_add},
+    {"schedule", run_schedule}, {"memplan", run_memplan},   {"launch", run_launch},
 };
 enum { N_PASSES = sizeof passes / sizeof passes[0] };
 

@@ -22,6 +22,7 @@ typedef struct CompileOptions {
     int remat_gemm_inputs;  /* also recompute values only GEMMs read: less memory, one more write */
     int forward_only;       /* no backward pass and no optimizer: a plan that computes the loss */
     int no_merge;           /* every projection a GEMM of its own (for comparing with the merged plan) */
+    int no_dw_add;          /* weight gradients written as dW and added by a kernel (for comparing) */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

@@ -43,6 +43,7 @@ int cmd_compile(int argc, char **argv) {
         }
         else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
         else if (!strcmp(a, "--no-merge")) copt.no_merge = 1;
+        else if (!strcmp(a, "--no-dw-add")) copt.no_dw_add = 1;
         else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
         else if (!strcmp(a, "--forward")) copt.forward_only = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
@@ -53,7 +54,7 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--no-merge", "--remat-gemm-inputs", "--forward", "-D", "-I",
+                                                "--no-remat", "--no-merge", "--no-dw-add", "--remat-gemm-inputs", "--forward", "-D", "-I",
                                                 "--lua-memory", "--lua-steps", NULL};
             die_unknown_option("compile", a, known);
         }
@@ -65,7 +66,8 @@ int cmd_compile(int argc, char **argv) {
     /* generated/ holds the plans of the graphs as committed; a plan made with other settings
      * goes to a folder of its own */
     const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"
-                          : copt.no_remat ? "--no-remat" : copt.no_merge ? "--no-merge" : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
+                          : copt.no_remat ? "--no-remat" : copt.no_merge ? "--no-merge"
+                          : copt.no_dw_add ? "--no-dw-add" : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
                           : copt.reference_kernels ? "--reference-kernels" : copt.forward_only ? "--forward" : NULL;
     if (changes && !out && !dump)
         die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);

@@ -116,6 +116,7 @@ const char *node_label(const Node *n) {
 void ir_attrs(StrBuf *o, const Node *n) { attrs_print(o, &n->a, op_info[n->op].attrs); }
 
 int node_is_view(const Node *n) { return op_info[n->op].kind == OK_VIEW; }
+int node_adds_to_grads(const Node *n) { return n->op == OP_GRAD_ACCUMULATE || n->op == OP_LINEAR_DW_ADD; }
 
 static int64_t last_dim(const Node *n) { return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1; }
 

@@ -12,7 +12,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    {"compile", cmd_compile, "compile GRAPH.lua [-o DIR] [--policy NAME|FILE] [-D key=value]... [-I DIR]... [--lua-memory MiB] [--lua-steps N] [--dump PASS] [--no-fusion] [--no-merge] [--no-remat] [--remat-gemm-inputs] [--forward] [--reference-kernels[=KINDS]] [--quiet]"},
+    {"compile", cmd_compile, "compile GRAPH.lua [-o DIR] [--policy NAME|FILE] [-D key=value]... [-I DIR]... [--lua-memory MiB] [--lua-steps N] [--dump PASS] [--no-fusion] [--no-merge] [--no-dw-add] [--no-remat] [--remat-gemm-inputs] [--forward] [--reference-kernels[=KINDS]] [--quiet]"},
     {"check-kernels", cmd_check_kernels, "check-kernels DIR|FILE.cu [--arch sm_90]...   compile DIR/kernels.cu (the plan's own) or a .cu file with NVRTC"},
     {"train", cmd_train, "train PLAN_DIR --data FILE [--backend ref|cuda] [--steps N] [--out DIR [--force]] [--resume DIR] ..."},
     {"tokens", cmd_tokens, "tokens FILE          describe a token file (header, counts)"},

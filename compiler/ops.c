@@ -144,6 +144,10 @@ const OpInfo op_info[OP_COUNT] = {
                       .ref = ref_gemm, .doc = "dy @ W"},
     [OP_LINEAR_DW] = {"linear_dw", 2, OK_GEMM, PC_NONE, .float_in = B(0) | B(1), .shape = shape_linear_dw,
                       .ref = ref_gemm, .doc = "dy^T @ x over all rows"},
+    [OP_LINEAR_DW_ADD] = {"linear_dw_add", 2, OK_GEMM, PC_NONE, .attrs = A(PARAM), .float_in = B(0) | B(1),
+                          .shape = shape_linear_dw, .ref = ref_gemm,
+                          .doc = "grads[param...] += dy^T @ x: the GEMM's f32 sums added to the gradients of param and "
+                                 "the params after it, side by side (cuBLASLt's beta = 1; pass_dw_add)"},
     [OP_EMBEDDING] = {"embedding", 2, OK_ANCHOR, PC_FOLLOW, .epilogue = 1, .float_in = B(0),
                       .shape = shape_embedding, .dtype = dtype_of_first, .grad = grad_embedding,
                       .launch = launch_embedding, .gen = gen_embedding,

@@ -28,6 +28,7 @@
     X(LINEAR,                "linear")                  \
     X(LINEAR_DX,             "linear_dx")               \
     X(LINEAR_DW,             "linear_dw")               \
+    X(LINEAR_DW_ADD,         "linear_dw_add")           \
     X(EMBEDDING,             "embedding")               \
     X(EMBEDDING_SORT,        "embedding_sort")          \
     X(EMBEDDING_BACKWARD,    "embedding_backward")      \

@@ -101,7 +101,7 @@ static void place_slice(Node *s) {
 /* ---- placement */
 
 static int stored(const Node *n, const int *last_use, const char *in_concat, const Graph *g) {
-    if (n == g->loss || n->op == OP_GRAD_ACCUMULATE) return 1;
+    if (n == g->loss || node_adds_to_grads(n)) return 1;
     /* the loss kernel's own extra outputs (cross-entropy's row statistics, which its last block
      * reads back, and the count of targets, which a forward-only plan's reader needs) */
     if (n->op == OP_PART && n->in[0] == g->loss) return 1;
@@ -115,7 +115,7 @@ void pass_memplan(Graph *g, Program *p) {
      * logits, stays readable after the step, for `mmc generate` to sample from. */
     const Node *logits = NULL;
     int backward = 0;
-    for (int i = 0; i < g->n_nodes; i++) backward |= g->nodes[i]->op == OP_GRAD_ACCUMULATE;
+    for (int i = 0; i < g->n_nodes; i++) backward |= node_adds_to_grads(g->nodes[i]);
     if (!backward && g->loss->n_in && g->loss->in[0]->group != g->loss->group) logits = g->loss->in[0];
     int *last_use = xmalloc((size_t)g->next_id * sizeof(int));
     for (int i = 0; i < g->next_id; i++) last_use[i] = -1;
@@ -201,7 +201,7 @@ void pass_memplan(Graph *g, Program *p) {
         if (in_concat[n->id]) continue; /* placed in the concat, below */
         if (!stored(n, last_use, in_concat, g) && n != logits) continue;
         n->materialized = 1;
-        if (n->op == OP_GRAD_ACCUMULATE) {
+        if (node_adds_to_grads(n)) {
             n->buffer = BUF_GRADS;
             n->offset = g->params[n->a.param].offset * (int64_t)master;
         } else if (n->group >= 0 && p->groups[n->group]->kind == GK_CAST_PARAMS) {

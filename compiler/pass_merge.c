@@ -279,23 +279,6 @@ static void reorder(Graph *g) {
     free(out), free(stack), free(next_in), free(placed);
 }
 
-/* the kernels left, numbered again in order */
-static void drop_empty_kernels(Program *p) {
-    int n = 0;
-    for (int i = 0; i < p->n_groups; i++) {
-        Group *gr = p->groups[i];
-        if (!gr->n_nodes) { /* made by fusion: nothing but its member list is set yet */
-            free(gr->nodes);
-            free(gr);
-            continue;
-        }
-        gr->id = n;
-        for (int k = 0; k < gr->n_nodes; k++) gr->nodes[k]->group = n;
-        p->groups[n++] = gr;
-    }
-    p->n_groups = n;
-}
-
 void pass_merge(Graph *g, Program *p) {
     Merge m = {.g = g, .p = p};
     int ids = g->next_id;
@@ -319,7 +302,7 @@ void pass_merge(Graph *g, Program *p) {
         if (!g->nodes[i]->backward) merge_input(&m, g->nodes[i]);
     if (g->n_nodes != n_before) {
         reorder(g);
-        drop_empty_kernels(p);
+        program_drop_empty_groups(p);
     }
     for (int i = 0; i < ids; i++) free(m.cons[i]);
     free(m.cons), free(m.n_cons), free(m.cap_cons), free(m.by_id), free(m.taken), free(m.pos);

@@ -103,7 +103,7 @@ void pass_schedule(Graph *g, Program *p) {
     }
     /* the update phase, for a plan with gradients (a forward-only plan has none) */
     int grads = 0;
-    for (int i = 0; i < g->n_nodes; i++) grads |= g->nodes[i]->op == OP_GRAD_ACCUMULATE;
+    for (int i = 0; i < g->n_nodes; i++) grads |= node_adds_to_grads(g->nodes[i]);
     for (int i = 0; i < OPT_COUNT && grads; i++) {
         Group *gr = program_add_group(p, GK_OPTIMIZER, PHASE_UPDATE);
         gr->optimizer = (OptimizerKernel)i;

@@ -59,7 +59,7 @@ static Node *table_find_or_add(Table *t, char *key, Node *n) {
 
 static int cse_candidate(const Node *n) {
     OpKind k = op_info[n->op].kind;
-    return k != OK_LEAF && n->op != OP_GRAD_ACCUMULATE;
+    return k != OK_LEAF && !node_adds_to_grads(n);
 }
 
 void pass_simplify(Graph *g) {
@@ -101,7 +101,7 @@ void pass_simplify(Graph *g) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         Node *n = g->nodes[i];
         if (repl[n->id]) continue;
-        if (n->op == OP_GRAD_ACCUMULATE || op_info[n->op].kind == OK_LEAF) live[n->id] = 1;
+        if (node_adds_to_grads(n) || op_info[n->op].kind == OK_LEAF) live[n->id] = 1;
         if (n->op == OP_PART && n->in[0] == g->loss) live[n->id] = 1; /* the loss kernel writes them */
         if (!live[n->id]) continue;
         for (int k = 0; k < n->n_in; k++) live[n->in[k]->id] = 1;

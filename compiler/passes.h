@@ -1,6 +1,6 @@
 /* passes: each pass takes the graph and rewrites it in place; `mmc compile --dump NAME`
  * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, remat,
- * fusion, merge, schedule, memplan, launch. */
+ * fusion, merge, dw_add, schedule, memplan, launch. */
 #ifndef MMC_PASSES_H
 #define MMC_PASSES_H
 
@@ -20,6 +20,9 @@ void pass_remat(Graph *g, int gemm_inputs);
 /* projections of one input as one GEMM, their weight gradients as one (pass_merge.c);
  * after fusion, on the GEMMs' kernels */
 void pass_merge(Graph *g, Program *p);
+/* weight-gradient GEMMs that add into the gradient buffer themselves, where the policy's
+ * rounding allows it (pass_dw_add.c); after merge */
+void pass_dw_add(Graph *g, Program *p);
 /* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own) */
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */

@@ -343,7 +343,7 @@ static void check_op(Reader *r, const Group *gr, const Node *n) {
         bad(r, "%s: dtype=%s compute=%s, but it computes and stores one float dtype", info->name, dtype_name(n->dtype),
             dtype_name(n->compute));
     }
-    if (n->op == OP_GRAD_ACCUMULATE && !n->materialized) bad(r, "grad_accumulate without at= (it adds into the gradient buffer)");
+    if (node_adds_to_grads(n) && !n->materialized) bad(r, "%s without at= (it adds into the gradient buffer)", info->name);
 }
 
 static void check_leaf(Reader *r, const Node *n) {
@@ -754,7 +754,29 @@ static void check_grad_accumulate(Reader *r, const Node *n, int *summed) {
     if (!shape_eq(&n->shape, &p->node->shape) || n->dtype != g->policy.master || n->buffer != BUF_GRADS || n->offset != at)
         bad(r, "the gradient of param %d is %s %s at grads+%lld", n->a.param, shape_text(&p->node->shape),
             dtype_name(g->policy.master), (long long)at);
-    if (summed[n->a.param]++) bad(r, "a second grad_accumulate of param %d", n->a.param);
+    if (summed[n->a.param]++) bad(r, "a second gradient sum into param %d", n->a.param);
+}
+
+/* linear_dw_add adds its [rows, cols] into the gradients of param and the params after it,
+ * whose rows of cols elements each lie side by side in the gradient buffer from param's on */
+static void check_dw_add(Reader *r, const Node *n, int *summed) {
+    const Graph *g = r->pl->g;
+    r->line = r->node_line[n->id];
+    if (n->a.param < 0 || n->a.param >= g->n_params) bad(r, "param=%d, but the plan has %d params", n->a.param, g->n_params);
+    int64_t size = (int64_t)dtype_size(g->policy.master), at = g->params[n->a.param].offset;
+    if (n->dtype != g->policy.master || n->buffer != BUF_GRADS || n->offset != at * size)
+        bad(r, "linear_dw_add adds into the %s gradients from param %d's, at grads+%lld", dtype_name(g->policy.master),
+            n->a.param, (long long)(at * size));
+    int64_t rows = 0, cols = n->shape.dim[1];
+    for (int k = n->a.param; rows < n->shape.dim[0]; k++) {
+        const Param *p = k < g->n_params ? &g->params[k] : NULL;
+        if (!p || p->offset != at + rows * cols || p->node->shape.rank != 2 || p->node->shape.dim[1] != cols ||
+            rows + p->node->shape.dim[0] > n->shape.dim[0])
+            bad(r, "shape=%s from param %d on: rows %lld on are no param's gradient of %lld columns there", shape_text(&n->shape),
+                n->a.param, (long long)rows, (long long)cols);
+        if (summed[k]++) bad(r, "a second gradient sum into param %d", k);
+        rows += p->node->shape.dim[0];
+    }
 }
 
 /* The runtime writes token ids below the model's vocabulary into the role inputs, i32
@@ -974,6 +996,7 @@ Plan *plan_read(const char *text, const char *path) {
     int *summed = xcalloc((size_t)g->n_params + 1, sizeof *summed);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == OP_GRAD_ACCUMULATE) check_grad_accumulate(&r, g->nodes[i], summed);
+        else if (g->nodes[i]->op == OP_LINEAR_DW_ADD) check_dw_add(&r, g->nodes[i], summed);
     free(summed);
     free(lines);
     free(copy);

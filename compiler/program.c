@@ -1,6 +1,8 @@
 /* program: groups and buffers (see program.h). */
 #include "program.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 #include "util.h"
@@ -60,7 +62,8 @@ GemmShape gemm_shape(const Node *n) {
     switch (n->op) {
     case OP_LINEAR: g.m = rows, g.n = y->dim[0], g.k = x->dim[x->rank - 1], g.trans_b = 1; break;
     case OP_LINEAR_DX: g.m = rows, g.n = y->dim[1], g.k = x->dim[x->rank - 1]; break;
-    case OP_LINEAR_DW: g.m = x->dim[x->rank - 1], g.n = y->dim[y->rank - 1], g.k = rows, g.trans_a = 1; break;
+    case OP_LINEAR_DW:
+    case OP_LINEAR_DW_ADD: g.m = x->dim[x->rank - 1], g.n = y->dim[y->rank - 1], g.k = rows, g.trans_a = 1; break;
     default: die("internal error: %s is not a GEMM", op_info[n->op].name);
     }
     return g;
@@ -69,4 +72,22 @@ GemmShape gemm_shape(const Node *n) {
 void group_add(Group *gr, Node *n) {
     vec_push(gr->nodes, gr->n_nodes, gr->cap_nodes, n);
     n->group = gr->id;
+}
+
+/* The groups left once passes emptied some (merge, dw_add), numbered again in order. An
+ * emptied group is one fusion made: nothing but its member list is set yet. */
+void program_drop_empty_groups(Program *p) {
+    int n = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        Group *gr = p->groups[i];
+        if (!gr->n_nodes) {
+            free(gr->nodes);
+            free(gr);
+            continue;
+        }
+        gr->id = n;
+        for (int k = 0; k < gr->n_nodes; k++) gr->nodes[k]->group = n;
+        p->groups[n++] = gr;
+    }
+    p->n_groups = n;
 }

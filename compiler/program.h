@@ -132,6 +132,7 @@ typedef struct Program {
 } Program;
 
 Group *program_add_group(Program *p, GroupKind kind, Phase phase);
+void program_drop_empty_groups(Program *p);
 
 /* A GEMM node as row-major C[m, n] = sum over k of A . B, with A [m, k] or (transposed)
  * [k, m] and B [k, n] or [n, k]: linear is x . W^T (layout "NT"), linear_dx dy . W ("NN"),

@@ -124,6 +124,15 @@ static char *report(const Graph *g, const Program *p, const char *out_dir, const
     if (merged) sb_printf(&o, "\nmerged: %d GEMMs each do the work of several (mmc compile --no-merge keeps them apart)\n", merged);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->merged == MERGED_GEMM) sb_printf(&o, "  %s\n", node_label(g->nodes[i]));
+    int adds = 0;
+    DType sums = DT_F32; /* the GEMM's accumulators */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == OP_LINEAR_DW_ADD) adds++, sums = g->nodes[i]->compute == DT_F64 ? DT_F64 : DT_F32;
+    if (adds)
+        sb_printf(&o, "\nweight gradients: %d GEMMs add their %s sums into the %s gradients (beta = 1), dW never rounded to "
+                      "its own dtype (rounding %s; mmc compile --no-dw-add writes dW and adds it in a kernel)\n",
+                  adds, dtype_name(sums), dtype_name(g->policy.master),
+                  g->policy.round_eager ? "eager, dW already in that dtype" : "fused");
     sb_append(&o, "\nmemory: arena ");
     bytes(&o, p->buffer_bytes[BUF_ARENA]);
     sb_append(&o, " planned vs ");

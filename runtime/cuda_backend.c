@@ -42,6 +42,7 @@ typedef struct Gemm {
     cublasLtMatmulAlgo_t algo;
     const Node *out, *in_a, *in_b; /* in the column-major call: A = in_a, B = in_b */
     int f64;
+    int add;       /* beta = 1: the product is added to what the output holds (linear_dw_add) */
     int tuned;     /* the algorithm is chosen (from the cache, or timed on the first run) */
     char key[65];  /* hash of everything the choice depends on: the cache file's name */
 } Gemm;
@@ -112,6 +113,7 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     g->out = n;
     g->in_a = s.b, g->in_b = s.a;
     g->f64 = n->compute == DT_F64;
+    g->add = n->op == OP_LINEAR_DW_ADD;
     cublasComputeType_t compute = g->f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
     cudaDataType_t scale = g->f64 ? CUDA_R_64F : CUDA_R_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&g->desc, compute, scale), "matmul descriptor");
@@ -133,10 +135,10 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     if (!heuristic(c, g, 1, &result))
         die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n, (long long)s.k);
     g->algo = result.algo;
-    char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d",
+    char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d%s",
                            c->prop.name, c->prop.major, c->prop.minor, cublasLtGetVersion(), (long long)s.m, (long long)s.n,
                            (long long)s.k, s.trans_a, s.trans_b, (int)s.a->dtype, (int)s.b->dtype, (int)n->dtype, (int)compute,
-                           (int)WORKSPACE_BYTES);
+                           (int)WORKSPACE_BYTES, g->add ? " beta=1" : "");
     if (ld_a != (int64_t)a_rows || ld_b != (int64_t)b_rows || ld_c != s.n) { /* strided: another choice of algorithm */
         char *dense = what;
         what = xasprintf("%s ld=%lld,%lld,%lld", dense, (long long)ld_a, (long long)ld_b, (long long)ld_c);
@@ -175,6 +177,24 @@ static float time_gemm(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
     return best;
 }
 
+/* A GEMM that adds into its output (beta = 1) is timed on what the output held, which goes
+ * back afterwards: each timing run adds to it once more. NULL for one that overwrites. */
+static void *keep_output(Cuda *c, const Gemm *g) {
+    if (!g->add) return NULL;
+    size_t bytes = (size_t)shape_numel(&g->out->shape) * dtype_size(g->out->dtype);
+    void *kept = NULL;
+    CUDA_CHECK(cudaMalloc(&kept, bytes), "room to keep a GEMM's output while it is timed");
+    CUDA_CHECK(cudaMemcpyAsync(kept, dptr(c, g->out), bytes, cudaMemcpyDeviceToDevice, c->stream), "keep a GEMM's output");
+    return kept;
+}
+static void put_back_output(Cuda *c, const Gemm *g, void *kept) {
+    if (!kept) return;
+    size_t bytes = (size_t)shape_numel(&g->out->shape) * dtype_size(g->out->dtype);
+    CUDA_CHECK(cudaMemcpyAsync(dptr(c, g->out), kept, bytes, cudaMemcpyDeviceToDevice, c->stream), "put back a GEMM's output");
+    CUDA_CHECK(cudaStreamSynchronize(c->stream), "put back a GEMM's output");
+    cudaFree(kept);
+}
+
 /* The fastest of the heuristic's first GEMM_CANDIDATES algorithms, timed on the buffers as
  * they are (the step's own data, on the first run of the phase); the choice is read from the
  * cache when a run on this machine made it already. */
@@ -196,21 +216,23 @@ static void tune_gemm(Cuda *c, Gemm *g) {
     free(saved);
     cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
     int found = heuristic(c, g, GEMM_CANDIDATES, res);
+    void *kept = keep_output(c, g);
     float best = INFINITY;
     for (int k = 0; k < found; k++) {
         float t = time_gemm(c, g, res[k].algo);
         if (t < best) best = t, g->algo = res[k].algo;
     }
+    put_back_output(c, g, kept);
     make_dirs(dir);
     write_file_atomic(path, &g->algo, sizeof g->algo);
     free(path), free(dir);
 }
 
 static void run_gemm(Cuda *c, Gemm *g, cudaStream_t s) {
-    float one = 1.0f, zero = 0.0f;
-    double one64 = 1.0, zero64 = 0.0;
+    float one = 1.0f, beta = g->add ? 1.0f : 0.0f;
+    double one64 = 1.0, beta64 = g->add ? 1.0 : 0.0;
     LT_CHECK(cublasLtMatmul(c->lt, g->desc, g->f64 ? (void *)&one64 : (void *)&one, dptr(c, g->in_a), g->a,
-                            dptr(c, g->in_b), g->b, g->f64 ? (void *)&zero64 : (void *)&zero, dptr(c, g->out), g->c,
+                            dptr(c, g->in_b), g->b, g->f64 ? (void *)&beta64 : (void *)&beta, dptr(c, g->out), g->c,
                             dptr(c, g->out), g->c, &g->algo, c->workspace, WORKSPACE_BYTES, s),
              node_label(g->out));
 }
@@ -424,7 +446,9 @@ static int cuda_gemm_candidates(Backend *b, int index, int max, double *ms) {
     if (!g->desc || max < 1) return 0;
     cublasLtMatmulHeuristicResult_t *res = xcalloc((size_t)max, sizeof *res);
     int found = heuristic(c, g, max, res);
+    void *kept = keep_output(c, g);
     for (int k = 0; k < found; k++) ms[k] = time_gemm(c, g, k ? res[k].algo : g->algo);
+    put_back_output(c, g, kept);
     free(res);
     return found;
 }

@@ -155,6 +155,14 @@ static void run_nodes(Ref *r, Group *gr) {
             int64_t N = shape_numel(&n->shape);
             const void *old = at(r, n);
             for (int64_t e = 0; e < N; e++) out[e] = dtype_load(n->dtype, old, (size_t)e) + in[0][e];
+        } else if (n->op == OP_LINEAR_DW_ADD) {
+            /* as cuBLASLt with beta = 1: the sums in the GEMM's accumulator type (f32, f64 for
+             * an f64 GEMM), added to the gradient */
+            ref_compute(&c, n, in, out, parts);
+            int64_t N = shape_numel(&n->shape);
+            const void *old = at(r, n);
+            DType acc = n->compute == DT_F64 ? DT_F64 : DT_F32;
+            for (int64_t e = 0; e < N; e++) out[e] = dtype_load(n->dtype, old, (size_t)e) + dtype_round(acc, out[e]);
         } else {
             ref_compute(&c, n, in, out, parts);
         }

@@ -9,7 +9,12 @@
  * a dozen rounding points of a 2-layer net). A forward-only plan computes the same loss as the
  * training plan, bit for bit. Merged projections (one GEMM for q, k and v, one for gate and
  * up, and one for each group's weight gradients) compute every element as the separate GEMMs
- * do, so they agree bit for bit with --no-merge under every policy. */
+ * do, so they agree bit for bit with --no-merge under every policy. Weight-gradient GEMMs
+ * that add into the gradients themselves (pass_dw_add) skip dW's rounding to its own dtype:
+ * where that is no rounding (fp32, fp64) the gradients are the same bits as --no-dw-add's;
+ * under fused rounding (fp16_wide) each dW's f16 rounding goes, at most 2^-11 relative an
+ * element, so the gradients agree within 1e-3 relative L2; under the eager autocast
+ * policies the pass leaves the plan as it is. */
 #include "test_util.h"
 
 #include "init.h"
@@ -145,7 +150,48 @@ static void compare_merge(const char *policy) {
     printf("  %-10s merged projections: %d GEMMs instead of %d (%d views), bit-identical\n", policy, gm, gs, views);
 }
 
+static int count_op(const Plan *pl, Op op) {
+    int n = 0;
+    for (int i = 0; i < pl->g->n_nodes; i++) n += pl->g->nodes[i]->op == op;
+    return n;
+}
+
+enum { DW_ADD_NONE, DW_ADD_EXACT, DW_ADD_CLOSE };
+
+static void compare_dw_add(const char *policy, int expect) {
+    Plan *with = test_compile("graphs/tiny.lua", policy, NULL, 1);
+    Plan *without = test_compile_with("graphs/tiny.lua", policy, NULL, TEST_NO_DW_ADD);
+    int adds = count_op(with, OP_LINEAR_DW_ADD), kw = with->p->n_groups, kn = without->p->n_groups;
+    CHECK(!count_op(without, OP_LINEAR_DW_ADD), "%s: --no-dw-add still has linear_dw_add", policy);
+    if (expect == DW_ADD_NONE) {
+        CHECK(!adds && kw == kn, "%s: eager rounding of an f16 dW must stay (%d linear_dw_add, %d kernels against %d)", policy,
+              adds, kw, kn);
+    } else {
+        CHECK(adds > 0 && kw < kn, "%s: %d linear_dw_add, %d kernels against %d without", policy, adds, kw, kn);
+    }
+    Run a = run(with), b = run(without);
+    double dg = rel_l2((float *)a.grads, (float *)b.grads, a.bytes / 4);
+    if (expect == DW_ADD_CLOSE) {
+        CHECK(a.loss[0] == b.loss[0], "%s: the first loss differs (%.9g, %.9g): dw_add changes no forward value", policy,
+              a.loss[0], b.loss[0]);
+        CHECK(dg < 1e-3, "%s: gradients differ by %.3g relative L2 with linear_dw_add", policy, dg);
+    } else {
+        CHECK(a.loss[0] == b.loss[0] && a.loss[1] == b.loss[1], "%s: loss %.9g/%.9g with linear_dw_add vs %.9g/%.9g without",
+              policy, a.loss[0], a.loss[1], b.loss[0], b.loss[1]);
+        CHECK(!memcmp(a.grads, b.grads, (size_t)a.bytes), "%s: gradients differ with linear_dw_add and without", policy);
+        CHECK(!memcmp(a.params, b.params, (size_t)a.bytes), "%s: weights after two updates differ with linear_dw_add", policy);
+    }
+    printf("  %-10s %d weight-gradient GEMMs add into the gradients, %d kernels instead of %d: %s\n", policy, adds, kw, kn,
+           expect == DW_ADD_CLOSE ? "within tolerance" : "bit-identical");
+    if (expect == DW_ADD_CLOSE) printf("  %-10s gradients differ by %.2g relative L2\n", policy, dg);
+}
+
 int main(void) {
+    compare_dw_add("amp_fp16", DW_ADD_NONE);
+    compare_dw_add("amp_bf16", DW_ADD_NONE);
+    compare_dw_add("fp32", DW_ADD_EXACT);
+    compare_dw_add("fp64", DW_ADD_EXACT);
+    compare_dw_add("fp16_wide", DW_ADD_CLOSE);
     compare_merge("amp_fp16");
     compare_merge("fp32");
     compare_merge("amp_bf16");

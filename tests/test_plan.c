@@ -290,5 +290,18 @@ int main(void) {
     expect_refused("a loss that is not a scalar",
                    replaced(a.plan, xasprintf("\nloss %%%d\n", a.g->loss->id), xasprintf("\nloss %%%d\n", a.g->loss->in[0]->id)),
                    "is not a stored scalar");
+    { /* a weight-gradient GEMM that adds into the gradients (fp32: pass_dw_add) adds where its params' are */
+        CompileResult f = compile("graphs/tiny.lua", "fp32", NULL);
+        const char *at = strstr(f.plan, " linear_dw_add ");
+        int k = -1;
+        CHECK(at && sscanf(strstr(at, " param=") + 7, "%d", &k) == 1 && k > 0, "the fp32 plan has no linear_dw_add with a param");
+        if (k > 0) {
+            expect_refused("linear_dw_add of another param", replaced_after(f.plan, " linear_dw_add ", xasprintf(" param=%d ", k),
+                                                                            xasprintf(" param=%d ", k - 1)),
+                           xasprintf("linear_dw_add adds into the f32 gradients from param %d's", k - 1));
+            expect_refused("linear_dw_add outside the gradients", replaced_after(f.plan, " linear_dw_add ", " at=grads+", " at=arena+"),
+                           "linear_dw_add adds into the f32 gradients");
+        }
+    }
     return test_done("test_plan");
 }

@@ -73,6 +73,13 @@ static void run_policy(const char *policy, const char *defines, int vocab) {
     ref->write(ref, BUF_STATE, 0, &st, sizeof st);
     const Program *p = pl->p;
     DType m = pl->g->policy.master;
+    { /* a previous micro-step's sums in the gradients: what grad_accumulate and linear_dw_add add to */
+        int64_t count = p->buffer_bytes[BUF_GRADS] / (int64_t)dtype_size(m);
+        void *h = xmalloc((size_t)p->buffer_bytes[BUF_GRADS] + 1);
+        for (int64_t i = 0; i < count; i++) dtype_store(m, h, (size_t)i, 0.01 * (2 * test_uniform() - 1));
+        ref->write(ref, BUF_GRADS, 0, h, p->buffer_bytes[BUF_GRADS]);
+        free(h);
+    }
     Stats s = {0};
     for (int k = 0; k < p->n_groups; k++) {
         const Group *gr = p->groups[k];
