@@ -1,7 +1,7 @@
 // Mean cross-entropy over the rows whose target is not {{IGNORE}}. One warp per row of
 // {{V}} logits, 8 rows a block, 8 consecutive logits a lane with 16-byte loads, one pass:
-// each lane keeps a running max and its sum of exp(x - max) (the online softmax), and the
-// lanes merge theirs in a fixed order. So a row is read once and no block barrier waits on
+// each lane keeps a running max and its sum of exp(x - max) (the online softmax; each term on
+// the special-function unit, prelude.cuh), and the lanes merge theirs in a fixed order. So a row is read once and no block barrier waits on
 // it. log_softmax = (x - max) - log(sum(exp(x - max))) in f32, rounded to the log-softmax
 // dtype as F.cross_entropy does under autocast; the row's max, log-sum and loss go to the
 // stats part. The last block to finish sums the row losses.
@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
             for (int k = 1; k < 8; k++) cm = xs[k] > cm ? xs[k] : cm;
             if (cm > m) s = s * mmc_exp(m - cm), m = cm;
 #pragma unroll
-            for (int k = 0; k < 8; k++) s += mmc_exp(xs[k] - m); // a NaN logit makes s NaN
+            for (int k = 0; k < 8; k++) s += mmc_exp_sum_term(xs[k] - m); // a NaN logit makes s NaN
         }
         // a lane without logits (s = 0) adds nothing, whatever the maxima are
 #pragma unroll
