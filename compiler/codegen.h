@@ -19,12 +19,6 @@ enum {
 /* parses "attention,sum_to,embedding,wide" or "all" into REF_ bits; -1 if unknown */
 int codegen_reference_parse(const char *list);
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference);
-/* Does attention op `a` run as a flash kernel (the launch step's choice, which fusion asks
- * too: a rope_backward joins only a flash backward kernel)? Its compute dtype f16 or bf16,
- * its float inputs and its result in it, head_dim a multiple of 16 up to 128, its extra
- * output (lse, dsum, dv) of dtype `part` in the dtype the kernel writes (DT_NONE: an lse the
- * plan does not keep), and no REF_ATTENTION in `reference`. */
-int attention_flash(const Node *a, DType part, unsigned reference);
 /* hash of every template, so the plan hash changes when a template does */
 void codegen_hash_templates(Sha256 *h);
 const char *template_text(const char *name);

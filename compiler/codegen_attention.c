@@ -10,22 +10,14 @@
 
 #include "codegen_internal.h"
 
-static const Shape *query_shape(const Node *a) { return &a->in[a->op == OP_ATTENTION ? 0 : 1]->shape; }
-
-int attention_flash(const Node *a, DType part, unsigned reference) {
+static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
     DType c = a->compute;
-    int64_t hd = query_shape(a)->dim[2] / a->a.heads;
-    if ((reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
+    if ((G->reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
     for (int k = 0; k < a->n_in; k++)
         if ((op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != c) return 0;
     for (int k = 0; k < a->n_in; k++)
         if (!(op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != DT_F32) return 0; /* lse, dsum */
-    if (a->dtype != c) return 0;
-    switch (a->op) {
-    case OP_ATTENTION: return part == DT_NONE || part == DT_F32;        /* lse, where kept */
-    case OP_ATTENTION_BACKWARD_DQ: return part == DT_F32;                /* dsum */
-    default: return part == c;                                           /* dv */
-    }
+    return a->dtype == c;
 }
 
 /* an operand the flash kernels take dense, rows H * HD (or KV * HD) apart */
@@ -34,14 +26,18 @@ static const char *flash_operand(Gen *G, const Node *n) {
     return ptr(G, n);
 }
 
+static const Shape *query_shape(const Node *a) { return &a->in[a->op == OP_ATTENTION ? 0 : 1]->shape; }
+
 void launch_attention(Gen *G, const Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
     int fwd = a->op == OP_ATTENTION, dq = a->op == OP_ATTENTION_BACKWARD_DQ;
     const Shape *q = query_shape(a);
     int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads, pitch = hd + 8;
-    int flash = attention_flash(a, fwd ? (part_of(gr, 1) ? part_of(gr, 1)->dtype : DT_NONE) : need_part(gr, 1)->dtype,
-                                G->reference);
+    int flash = flash_fits(G, a, hd);
+    if (fwd && flash && part_of(gr, 1) && part_of(gr, 1)->dtype != DT_F32) flash = 0; /* lse */
+    if (dq && flash && need_part(gr, 1)->dtype != DT_F32) flash = 0;                    /* dsum */
+    if (!fwd && !dq && flash && need_part(gr, 1)->dtype != a->dtype) flash = 0;          /* dv */
     size_t rsize = G->reg_f64 ? 8 : 4;
     gr->block = 128; /* four warps; the flash kernels' tiles are laid out for them */
     if (fwd) {
@@ -96,40 +92,6 @@ void launch_attention(Gen *G, const Split *s) {
     }
 }
 
-/* The functor a flash backward kernel stores each element of dq (or dk) through: as it is,
- * or, with rope_backward r fused into the kernel (pass_fusion's step 6), r's value from the
- * element and its partner HD / 2 away, with rope_backward_wide.cu's arithmetic and its
- * roundings: the attention's result to its dtype, each branch to x's. The struct goes before
- * the kernel (EPI_DEF); EPI makes one. */
-static void store_functor(Gen *G, Keys *ks, const Node *a, const Node *r, int64_t hd) {
-    if (!r) {
-        key(ks, "EPI_DEF", "%s", "");
-        key(ks, "EPI", "%s", "flash::AsIs{}");
-        return;
-    }
-    const char *name = G->gr->kernel;
-    char *rda = xstrdup(rounder(G, a->dtype)), *rdc = xstrdup(rounder(G, r->compute)), *rdx = xstrdup(rounder(G, r->a.to));
-    char *label = xstrdup(node_label(r));
-    key(ks, "EPI_DEF",
-        "// %s, applied to each element as the kernel stores it (rope_backward_wide.cu's arithmetic):\n"
-        "// d is element j of the row at position t, dp the element %lld columns away\n"
-        "struct %s_rope {\n"
-        "    const float *cs, *sn; // [T, %lld] each\n"
-        "    static constexpr bool PAIRS = true;\n"
-        "    __device__ __forceinline__ float operator()(float d, float dp, int t, int j) const {\n"
-        "        const float da = %s(d), db = %s(dp);\n"
-        "        const float direct = %s(%s(mmc_mul(da, cs[t * %lld + j])));\n"
-        "        const float rot = %s(%s(mmc_mul(db, sn[t * %lld + (j < %lld ? j + %lld : j - %lld)])));\n"
-        "        return mmc_add(direct, j < %lld ? rot : -rot);\n"
-        "    }\n"
-        "};\n",
-        label, (long long)(hd / 2), name, (long long)hd, rda, rda, rdx, rdc, (long long)hd, rdx, rdc, (long long)hd,
-        (long long)(hd / 2), (long long)(hd / 2), (long long)(hd / 2), (long long)(hd / 2));
-    char *cs = xstrdup(ptr(G, r->in[1])), *sn = xstrdup(ptr(G, r->in[2]));
-    key(ks, "EPI", "%s_rope{%s, %s}", name, cs, sn);
-    free(rda), free(rdc), free(rdx), free(label), free(cs), free(sn);
-}
-
 void gen_attention(Gen *G, Keys *ks, Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
@@ -138,10 +100,6 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
     int64_t t = q->dim[1], hd = q->dim[2] / a->a.heads;
     int flash = strstr(gr->tmpl, "_flash.cu") != NULL; /* the launch step's choice */
     G->uses_flash |= flash;
-    Node *rope = NULL; /* a rope_backward the kernel applies as it stores dq or dk */
-    for (int i = 0; i < gr->n_nodes; i++)
-        if (gr->nodes[i]->op == OP_ROPE_BACKWARD) rope = gr->nodes[i];
-    if (rope && !flash) die("internal error: %s: a rope_backward in an exact attention kernel", gr->kernel);
     char *sc = literal(G, 1.0 / sqrt((double)hd));
     key(ks, "T", "%lld", (long long)t);
     key(ks, "H", "%d", a->a.heads);
@@ -171,10 +129,8 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
         key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
         key(ks, "O", "%s", at(G, a->in[4]));
         key(ks, "LSE", "%s", ptr(G, a->in[5]));
-        key(ks, "DQ", "%s", rope ? ptr_raw(G, rope) : at(G, a));
+        key(ks, "DQ", "%s", at(G, a));
         key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
-        if (flash) key(ks, "DQS", "%lldL", (long long)(rope ? node_row_stride(rope) : (int64_t)a->a.heads * hd));
-        if (flash) store_functor(G, ks, a, rope, hd);
     } else {
         key(ks, "DO", "%s", at(G, a->in[0]));
         key(ks, "Q", "%s", at(G, a->in[1]));
@@ -182,9 +138,7 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
         key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
         key(ks, "LSE", "%s", ptr(G, a->in[4]));
         key(ks, "DSUM", "%s", ptr(G, a->in[5]));
-        key(ks, "DK", "%s", rope ? ptr_raw(G, rope) : at(G, a));
-        if (flash) key(ks, "DKS", "%lldL", (long long)(rope ? node_row_stride(rope) : (int64_t)a->a.kv_heads * hd));
-        if (flash) store_functor(G, ks, a, rope, hd);
+        key(ks, "DK", "%s", at(G, a));
         key(ks, "DV", "%s", flash ? ptr_raw(G, need_part(gr, 1)) : ptr(G, need_part(gr, 1)));
     }
     free(sc);

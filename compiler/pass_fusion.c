@@ -10,15 +10,12 @@
  *     feeds: the norm weight's gradient is summed in the pass of rms_normalize_backward
  *     that reads the same rows, instead of in a pass of its own;
  *  5. the gradient accumulations left on their own (a GEMM's dW added to its f32 gradient)
- *     into one launch after the backward pass, like the weight casts before it;
- *  6. a rope_backward into the flash attention backward kernel whose dq or dk it reads: the
- *     kernel applies it as it stores each row, so dq and dk are never written and read back.
+ *     into one launch after the backward pass, like the weight casts before it.
  * A merge is made only if the groups stay acyclic: no third group both depends on one and
  * feeds the other. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen.h"
 #include "passes.h"
 #include "util.h"
 
@@ -234,46 +231,7 @@ static void fuse_grads(Fuse *f) {
     }
 }
 
-/* the dtype of anchor a's extra output `index` (a part node reading it), DT_NONE if none */
-static DType part_dtype(Fuse *f, const Node *a, int index) {
-    for (int i = 0; i < f->n_cons[a->id]; i++) {
-        const Node *c = f->by_id[f->cons[a->id][i]];
-        if (c->op == OP_PART && c->a.index == index) return c->dtype;
-    }
-    return DT_NONE;
-}
-
-/* Step 6: rope_backward r reads the dq (or dk, summed over the group's heads) of a flash
- * attention backward kernel and nothing else does: the kernel applies r as it stores each
- * row (flash_attention.cuh's store epilogue), where each thread holds the elements j and
- * j + HD/2 of a row that r pairs. r must be alone in its group, of r's heads and head size,
- * stored in the kernel's dtype, with cos and sin the dense f32 [T, HD] tables it indexes. */
-static void fuse_rope_backward(Fuse *f, Node *r, unsigned reference) {
-    Node *a = r->in[0];
-    int dq = a->op == OP_ATTENTION_BACKWARD_DQ;
-    if (!dq && a->op != OP_ATTENTION_BACKWARD_DKV) return;
-    int h = gof(f, r), at = gof(f, a);
-    if (h < 0 || at < 0 || f->wg[h].n != 1 || f->wg[at].kind != GK_ANCHOR || f->wg[at].anchor != a) return;
-    for (int i = 0; i < f->n_cons[a->id]; i++) {
-        const Node *c = f->by_id[f->cons[a->id][i]];
-        if (c != r && c->op != OP_PART) return;
-    }
-    if (!attention_flash(a, part_dtype(f, a, 1), reference)) return;
-    const Shape *q = &a->in[1]->shape;
-    int64_t t = q->dim[1], hd = q->dim[2] / a->a.heads;
-    if (r->a.heads != (dq ? a->a.heads : a->a.kv_heads) || r->shape.rank != 3 || r->shape.dim[2] != hd * r->a.heads ||
-        r->dtype != a->compute || r->compute != DT_F32)
-        return;
-    for (int k = 1; k <= 2; k++) {
-        const Node *tab = r->in[k];
-        if (op_info[tab->op].kind != OK_LEAF || tab->dtype != DT_F32 || tab->shape.rank != 2 || tab->shape.dim[1] != hd ||
-            tab->shape.dim[0] < t)
-            return;
-    }
-    if (can_merge(f, h, at)) merge(f, h, at);
-}
-
-void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference) {
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums) {
     Fuse f = {0};
     f.g = g;
     int ids = g->next_id;
@@ -322,8 +280,6 @@ void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned referenc
         if (op_info[g->nodes[i]->op].kind == OK_ANCHOR) fuse_prologues(&f, g->nodes[i]);
     for (int i = 0; i < g->n_nodes && fuse && row_sums; i++)
         if (op_info[g->nodes[i]->op].row_sums) fuse_row_sums(&f, g->nodes[i]);
-    for (int i = 0; i < g->n_nodes && fuse; i++)
-        if (g->nodes[i]->op == OP_ROPE_BACKWARD) fuse_rope_backward(&f, g->nodes[i], reference);
     if (fuse) fuse_grads(&f);
 
     /* the program's groups, in order of their first node */

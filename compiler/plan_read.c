@@ -825,12 +825,7 @@ static int belongs(const Group *gr, const Node *n, int *row_sums) {
     const OpInfo *info = &op_info[n->op];
     switch (gr->kind) {
     case GK_ANCHOR:
-        if (info->kind == OK_ANCHOR && n != gr->anchor) {
-            if (n->op == OP_ROPE_BACKWARD) /* applied by a flash attention backward kernel as it stores dq or dk */
-                return n->in[0] == gr->anchor && gr->n_nodes <= 3 &&
-                       (gr->anchor->op == OP_ATTENTION_BACKWARD_DQ || gr->anchor->op == OP_ATTENTION_BACKWARD_DKV);
-            return n->op == OP_SUM_TO && op_info[gr->anchor->op].row_sums && !(*row_sums)++;
-        }
+        if (info->kind == OK_ANCHOR && n != gr->anchor) return n->op == OP_SUM_TO && op_info[gr->anchor->op].row_sums && !(*row_sums)++;
         return info->kind == OK_ELEMENTWISE || info->kind == OK_PART || n == gr->anchor;
     case GK_ELEMENTWISE: return info->kind == OK_ELEMENTWISE;
     case GK_GEMM: return n == gr->anchor;

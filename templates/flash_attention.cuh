@@ -215,21 +215,11 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// What becomes of each element of a row as store_rows stores it: the element itself, or
-// with PAIRS (a functor the codegen writes for a rope_backward fused into a backward kernel)
-// a function of it, of the element HD / 2 columns away in the same row (which the same
-// thread holds), of the row's position t in the sequence and of its column j.
-struct AsIs {
-    static constexpr bool PAIRS = false;
-    __device__ __forceinline__ float operator()(float d, float, int, int) const { return d; }
-};
-
-// Each warp's accumulators of ROWS x HD (C fragments, MT row tiles) times `mul`, through
-// `epi`, rounded to E into the warp's own rows of a shared tile, then copied out 16 bytes at
-// a time; rows past T dropped.
-template <typename E, int MT, int HD, int P, typename Epi = AsIs>
+// Each warp's accumulators of ROWS x HD (C fragments, MT row tiles) rounded to E into the
+// warp's own rows of a shared tile, then copied out 16 bytes at a time; rows past T dropped.
+template <typename E, int MT, int HD, int P>
 __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 8][4], float mul, E *dst, int row0, int T,
-                                           long stride, const Epi &epi = Epi()) {
+                                           long stride) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     E *mine = tile + warp * 16 * MT * P;
 #pragma unroll
@@ -237,17 +227,9 @@ __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 
 #pragma unroll
         for (int n = 0; n < HD / 8; n++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float v0 = acc[mt][n][2 * h] * mul, v1 = acc[mt][n][2 * h + 1] * mul;
-                if (Epi::PAIRS) {
-                    constexpr int HALF = HD / 16; // n-tiles in half a row
-                    const int np = n < HALF ? n + HALF : n - HALF, row = row0 + warp * 16 * MT + mt * 16 + g + 8 * h;
-                    const int pos = row < T ? row : 0; // a row past T is dropped: any table row will do
-                    v0 = epi(v0, acc[mt][np][2 * h] * mul, pos, n * 8 + 2 * t);
-                    v1 = epi(v1, acc[mt][np][2 * h + 1] * mul, pos, n * 8 + 2 * t + 1);
-                }
-                *(u32 *)(mine + (mt * 16 + g + 8 * h) * P + n * 8 + 2 * t) = pack<E>(v0, v1);
-            }
+            for (int h = 0; h < 2; h++)
+                *(u32 *)(mine + (mt * 16 + g + 8 * h) * P + n * 8 + 2 * t) =
+                    pack<E>(acc[mt][n][2 * h] * mul, acc[mt][n][2 * h + 1] * mul);
     __syncwarp();
     constexpr int CH = HD / 8;
     for (int c = lane; c < 16 * MT * CH; c += 32) {
@@ -399,11 +381,10 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 
 // ---- backward, kernel 1 of 2: dq, and dsum = rowsum(dO * O) for kernel 2. One block of
 // 4 warps per (batch, head, 64 query rows), streaming the key tiles as the forward does:
-// p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k. dq's rows are DQS
-// elements apart, and each element goes through `epi` as it is stored (store_rows).
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS, long DQS, typename Epi>
+// p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k.
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
-                                            const float *lse, E *dq, float *dsum, float scale, const Epi &epi) {
+                                            const float *lse, E *dq, float *dsum, float scale) {
     constexpr int NT = THREADS, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
     extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -529,7 +510,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
         }
         __syncthreads();
     }
-    store_rows<E, 1, HD, P>(qs, acc, scale, dq + (long)b * T * DQS + (long)h * HD, q0, T, DQS, epi);
+    store_rows<E, 1, HD, P>(qs, acc, scale, dq + qoff, q0, T, qstride);
 }
 
 // ---- backward, kernel 2 of 2: dk and dv. One block of 4 warps per (batch, kv head, 64
@@ -540,18 +521,16 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
 // ds^T = p^T (dp^T - dsum): dv = p^T dO, dk = scale ds^T q. With ROUND_HEADS each query
 // head's share is rounded to E before the sum (in f32, in shared memory), as PyTorch gives
 // it for MiniMind, whose repeat_kv makes SDPA return each head's dk and dv in f16 and sums
-// those; without, the group is summed in f32 and rounded once. dk's rows are DKS elements
-// apart, and each element goes through `epi` as it is stored (store_rows).
+// those; without, the group is summed in f32 and rounded once.
 template <typename E> __device__ __forceinline__ float round_to(float x);
 template <> __device__ __forceinline__ float round_to<__half>(float x) { return __half2float(__float2half_rn(x)); }
 template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS, long DKS,
-          typename Epi>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
-                                             const float *dsum, E *dk, E *dv, float scale, const Epi &epi) {
+                                             const float *dsum, E *dk, E *dv, float scale) {
     constexpr int NT = THREADS, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
     constexpr bool KV_REGS = HD <= 64;
     static_assert(HD % 16 == 0 && BQ % 16 == 0 && H % KV == 0, "flash attention tile shapes");
@@ -715,7 +694,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
         if (ALIAS) __syncthreads(); // every thread has its sums before the k and v tiles stage the output
     }
     // each warp's own 16 rows of ks and vs stage dk and dv
-    store_rows<E, 1, HD, P>(ks, dka, kscale, dk + (long)b * T * DKS + (long)kvh * HD, k0, T, DKS, epi);
+    store_rows<E, 1, HD, P>(ks, dka, kscale, dk + koff, k0, T, kstride);
     store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + (long)b * T * DVS + (long)kvh * HD, k0, T, DVS);
 }
 
