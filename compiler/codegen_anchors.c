@@ -407,6 +407,7 @@ void launch_cross_entropy(Gen *G, const Split *s) {
     gr->block = 256;
     gr->grid = gr->wide ? (rows + gr->block / 32 - 1) / (gr->block / 32) : rows;
     gr->tmpl = gr->wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
+    if (gr->wide) tile(gr, "BLOCKS", gr->grid); /* each block's sums go to a table of this many rows */
 }
 
 void gen_cross_entropy(Gen *G, Keys *ks, Split *s) {

@@ -35,6 +35,10 @@
     } while (0)
 
 enum { WORKSPACE_BYTES = 32 << 20, FENCES = 64, MARKS = 256, GEMM_CANDIDATES = 16 };
+/* a split-K algorithm whose partial sums a kernel of its own adds up is taken only when it is
+ * this much faster than the fastest one-kernel algorithm: the extra kernel is a launch more
+ * in every step's graph and another pass over the output */
+#define SPLIT_K_MARGIN 0.9f
 
 typedef struct Gemm {
     cublasLtMatmulDesc_t desc;
@@ -135,7 +139,7 @@ static void make_gemm(Cuda *c, Gemm *g, const Node *n) {
     if (!heuristic(c, g, 1, &result))
         die("cublasLt: no algorithm for %s (m=%lld n=%lld k=%lld)", node_label(n), (long long)s.m, (long long)s.n, (long long)s.k);
     g->algo = result.algo;
-    char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d%s",
+    char *what = xasprintf("gemm %s sm_%d%d cublasLt %zu m=%lld n=%lld k=%lld t=%d%d types=%d,%d,%d compute=%d ws=%d%s choice=one-kernel",
                            c->prop.name, c->prop.major, c->prop.minor, cublasLtGetVersion(), (long long)s.m, (long long)s.n,
                            (long long)s.k, s.trans_a, s.trans_b, (int)s.a->dtype, (int)s.b->dtype, (int)n->dtype, (int)compute,
                            (int)WORKSPACE_BYTES, g->add ? " beta=1" : "");
@@ -177,6 +181,23 @@ static float time_gemm(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
     return best;
 }
 
+static int kernel_nodes(cudaGraph_t graph);
+
+/* the kernels one call of the GEMM with `algo` launches, counted in a captured graph: two
+ * for a split-K algorithm that reduces its partial sums in a kernel of its own */
+static int gemm_kernels(Cuda *c, Gemm *g, cublasLtMatmulAlgo_t algo) {
+    cublasLtMatmulAlgo_t in_use = g->algo;
+    g->algo = algo;
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "capture a GEMM");
+    run_gemm(c, g, c->stream);
+    CUDA_CHECK(cudaStreamEndCapture(c->stream, &graph), "capture a GEMM");
+    int n = kernel_nodes(graph);
+    cudaGraphDestroy(graph);
+    g->algo = in_use;
+    return n;
+}
+
 /* A GEMM that adds into its output (beta = 1) is timed on what the output held, which goes
  * back afterwards: each timing run adds to it once more. NULL for one that overwrites. */
 static void *keep_output(Cuda *c, const Gemm *g) {
@@ -196,8 +217,9 @@ static void put_back_output(Cuda *c, const Gemm *g, void *kept) {
 }
 
 /* The fastest of the heuristic's first GEMM_CANDIDATES algorithms, timed on the buffers as
- * they are (the step's own data, on the first run of the phase); the choice is read from the
- * cache when a run on this machine made it already. */
+ * they are (the step's own data, on the first run of the phase), where a split-K one with a
+ * reduction kernel of its own must beat the rest by SPLIT_K_MARGIN; the choice is read from
+ * the cache when a run on this machine made it already. */
 static void tune_gemm(Cuda *c, Gemm *g) {
     g->tuned = 1;
     char *dir = mmc_cache_dir();
@@ -217,11 +239,17 @@ static void tune_gemm(Cuda *c, Gemm *g) {
     cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
     int found = heuristic(c, g, GEMM_CANDIDATES, res);
     void *kept = keep_output(c, g);
-    float best = INFINITY;
+    float best = INFINITY, best_split = INFINITY;
+    cublasLtMatmulAlgo_t split;
     for (int k = 0; k < found; k++) {
         float t = time_gemm(c, g, res[k].algo);
-        if (t < best) best = t, g->algo = res[k].algo;
+        if (gemm_kernels(c, g, res[k].algo) > 1) {
+            if (t < best_split) best_split = t, split = res[k].algo;
+        } else if (t < best) {
+            best = t, g->algo = res[k].algo;
+        }
     }
+    if (best_split < SPLIT_K_MARGIN * best) g->algo = split; /* or the only kind there is */
     put_back_output(c, g, kept);
     make_dirs(dir);
     write_file_atomic(path, &g->algo, sizeof g->algo);

@@ -1,13 +1,17 @@
 // Mean cross-entropy over the rows whose target is not {{IGNORE}}. One warp per row of
 // {{V}} logits, 8 rows a block, 8 consecutive logits a lane with 16-byte loads, one pass:
-// each lane keeps a running max and its sum of exp(x - max) (the online softmax; each term on
-// the special-function unit, prelude.cuh), and the lanes merge theirs in a fixed order. So a row is read once and no block barrier waits on
-// it. log_softmax = (x - max) - log(sum(exp(x - max))) in f32, rounded to the log-softmax
-// dtype as F.cross_entropy does under autocast; the row's max, log-sum and loss go to the
-// stats part. The last block to finish sums the row losses.
+// each lane keeps a running max and its sum of exp(x - max) (the online softmax, each term
+// on the special-function unit: prelude.cuh), and the lanes merge theirs in a fixed order.
+// So a row is read once and no block barrier waits on it. log_softmax = (x - max) -
+// log(sum(exp(x - max))) in f32, rounded to the log-softmax dtype as F.cross_entropy does
+// under autocast; the row's max, log-sum and loss go to the stats part. Each block adds its
+// rows' losses and kept targets in row order into its row of a table ({{BLOCKS}} rows), and
+// the last block to finish adds the table's rows in a fixed order: when it summed every
+// row's loss itself, the other SMs waited for it.
+__device__ double {{NAME}}_sums[2 * {{BLOCKS}}]; // by block: its loss sum, its kept targets
 extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
-    __shared__ double dred[32];
+    __shared__ double dred[32], wloss[{{BLOCK}} / 32], wkept[{{BLOCK}} / 32];
     __shared__ int last;
     MmcStepState *state = (MmcStepState *)b.state;
     const int lane = threadIdx.x & 31;
@@ -42,19 +46,28 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
             st({{STATS}}, row * MMC_CE_STATS + MMC_CE_MAX, m);
             st({{STATS}}, row * MMC_CE_STATS + MMC_CE_LOGSUM, logsum);
             st({{STATS}}, row * MMC_CE_STATS + MMC_CE_LOSS, loss);
-            __threadfence();
+            wloss[threadIdx.x >> 5] = (double)loss;
+            wkept[threadIdx.x >> 5] = t != {{IGNORE}};
         }
+    } else if (lane == 0) {
+        wloss[threadIdx.x >> 5] = 0, wkept[threadIdx.x >> 5] = 0;
     }
     __syncthreads();
-    if (threadIdx.x == 0) last = mmc_ticket_last(state);
+    if (threadIdx.x == 0) {
+        double l = 0, k = 0;
+        for (int w = 0; w < {{BLOCK}} / 32; w++) l += wloss[w], k += wkept[w];
+        {{NAME}}_sums[2 * blockIdx.x] = l, {{NAME}}_sums[2 * blockIdx.x + 1] = k;
+        __threadfence();
+        last = mmc_ticket_last(state);
+    }
     __syncthreads();
     if (!last) return;
     __threadfence();
     double total = 0, kept = 0;
 #pragma unroll 8
-    for (long r = threadIdx.x; r < {{ROWS}}L; r += blockDim.x) {
-        total += ld_cg({{STATS}}, r * MMC_CE_STATS + MMC_CE_LOSS);
-        kept += ld({{LABELS}}, r) != {{IGNORE}};
+    for (int r = threadIdx.x; r < {{BLOCKS}}; r += blockDim.x) {
+        total += ld_cg({{NAME}}_sums, 2L * r);
+        kept += ld_cg({{NAME}}_sums, 2L * r + 1);
     }
     total = block_sum(total, dred);
     kept = block_sum(kept, dred);
