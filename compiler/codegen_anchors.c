@@ -367,8 +367,7 @@ void launch_rope(Gen *G, const Split *s) {
                wide_operand(a->in[2]) && split_wide(G, s, x, x, 0);
     gr->wide = wide;
     gr->block = 256;
-    /* wide: a thread a run of 8 columns of the first half of the heads at one position */
-    gr->grid = blocks_for(shape_numel(x) / (wide ? 2 * a->a.heads * 8 : 1), gr->block);
+    gr->grid = blocks_for(shape_numel(x) / (wide ? 8 : 1), gr->block);
     gr->tmpl = a->op == OP_ROPE ? (wide ? "rope_wide.cu" : "rope.cu") : (wide ? "rope_backward_wide.cu" : "rope_backward.cu");
 }
 
@@ -379,11 +378,10 @@ void gen_rope(Gen *G, Keys *ks, Split *s) {
     int wide = G->gr->wide;
     char *px = xstrdup(ptr(G, a->in[0])), *pc = xstrdup(ptr(G, a->in[1])), *ps = xstrdup(ptr(G, a->in[2]));
     char *el = NULL, *es = NULL;
-    if (wide) wide_begin(G, "                ");
-    char *epi = epilogue(G, s, wide ? "                    " : "        ", "k");
+    if (wide) wide_begin(G, "        ");
+    char *epi = epilogue(G, s, wide ? "            " : "        ", "k");
     if (wide) wide_end(G, &el, &es);
-    if (wide) key(ks, "HEADS", "%d", a->a.heads), key(ks, "ROWS", "%lld", (long long)(shape_numel(x) / row));
-    else key(ks, "N", "%lld", (long long)shape_numel(x));
+    key(ks, "N", "%lld", (long long)shape_numel(x));
     key(ks, "HD", "%lld", (long long)hd);
     key(ks, "HALF", "%lld", (long long)(hd / 2));
     key(ks, "ROW", "%lld", (long long)row);
