@@ -49,7 +49,11 @@ build/embed: tools/embed.c
 	@mkdir -p build
 	$(CC) -O1 -o $@ $<
 
-build/embedded.c: build/embed $(EMBED)
+# the set of embedded files, rewritten only when it changes: a template removed makes
+# embedded.c again too (its timestamps alone would not)
+EMBED_LIST := $(shell mkdir -p build; echo '$(EMBED)' | cmp -s - build/embed.list || echo '$(EMBED)' > build/embed.list; echo build/embed.list)
+
+build/embedded.c: build/embed $(EMBED) $(EMBED_LIST)
 	build/embed $(EMBED) > $@.tmp && mv $@.tmp $@
 
 $(OBJDIR)/embedded.o: build/embedded.c
