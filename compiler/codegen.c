@@ -436,6 +436,8 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     if (G.uses_flash) {
         sb_append(&o, "\n");
         sb_append(&o, template_text("flash_attention.cuh"));
+        sb_append(&o, "\n");
+        sb_append(&o, template_text("flash_attention_sm90.cuh"));
     }
     /* the runtime compiles the kernels in several translation units at once, each the part
      * above this line and some of the kernels below it (runtime/nvrtc_compile.c) */

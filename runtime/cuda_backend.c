@@ -601,7 +601,10 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
         if (pl->p->groups[i]->stream == 1)
             CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done[i], cudaEventDisableTiming), "event");
     char arch[16];
-    snprintf(arch, sizeof arch, "sm_%d%d", c->prop.major, c->prop.minor);
+    /* sm_90 (H100, H200) compiles as sm_90a, whose warpgroup instructions the flash attention
+     * kernels use (templates/flash_attention_sm90.cuh); such a cubin runs on sm_90 only,
+     * which is the GPU it is compiled for */
+    snprintf(arch, sizeof arch, "sm_%d%d%s", c->prop.major, c->prop.minor, c->prop.major == 9 && c->prop.minor == 0 ? "a" : "");
     char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
     char *dir = path_dirname(pl->path), *name = path_join(dir, "kernels.cu");
     KernelUnits units = kernel_units(src);

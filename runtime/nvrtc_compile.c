@@ -1,6 +1,6 @@
 /* nvrtc_compile: see nvrtc_compile.h. Also `mmc check-kernels`, which checks that a plan's
  * kernels.cu is the one made with the plan (or takes a .cu file as it is) and compiles it for
- * the archs users run (sm_90 H100/H200, sm_80 A100, sm_75 T4) without needing a GPU, and with
+ * the archs users run (sm_90a H100/H200, sm_80 A100, sm_75 T4) without needing a GPU, and with
  * --cache keeps the cubins in the kernel cache, so a GPU machine given that cache starts warm. */
 #include "nvrtc_compile.h"
 
@@ -437,7 +437,7 @@ int cmd_check_kernels(int argc, char **argv) {
         else dir = argv[i];
     }
     if (!dir) die("check-kernels: which plan folder? usage: mmc check-kernels DIR|FILE.cu [--arch sm_90]... [--cache]");
-    if (!n_arch) archs[n_arch++] = "sm_90", archs[n_arch++] = "sm_80", archs[n_arch++] = "sm_75";
+    if (!n_arch) archs[n_arch++] = "sm_90a", archs[n_arch++] = "sm_80", archs[n_arch++] = "sm_75";
     /* a plan folder's kernels.cu must be the plan's own (an empty or foreign one is refused);
      * a .cu file named itself is a source of one's own, compiled as it is (split into units
      * when it has the marker, as the runtime would) */

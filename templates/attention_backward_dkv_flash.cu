@@ -4,5 +4,5 @@
 extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
     static_assert({{BLOCK}} == flash::THREADS, "the flash kernels run 4 warps a block");
 {{POINTERS}}
-    flash::backward_dkv<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BQ}}, {{ROUND_HEADS}}, {{VS}}, {{DVS}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{LSE}}, {{DSUM}}, {{DK}}, {{DV}}, {{SCALE}});
+    flash::attention_backward_dkv<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BQ}}, {{ROUND_HEADS}}, {{VS}}, {{DVS}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{LSE}}, {{DSUM}}, {{DK}}, {{DV}}, {{SCALE}});
 }

@@ -4,5 +4,5 @@
 extern "C" __global__ void __launch_bounds__({{BLOCK}}, {{MIN_BLOCKS}}) {{NAME}}(const MmcBuffers b) {
     static_assert({{BLOCK}} == flash::THREADS, "the flash kernels run 4 warps a block");
 {{POINTERS}}
-    flash::backward_dq<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BC}}, {{VS}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{O}}, {{LSE}}, {{DQ}}, {{DSUM}}, {{SCALE}});
+    flash::attention_backward_dq<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{BC}}, {{VS}}>({{DO}}, {{Q}}, {{K}}, {{V}}, {{O}}, {{LSE}}, {{DQ}}, {{DSUM}}, {{SCALE}});
 }

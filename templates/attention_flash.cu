@@ -4,5 +4,5 @@
 extern "C" __global__ void __launch_bounds__({{BLOCK}}, {{MIN_BLOCKS}}) {{NAME}}(const MmcBuffers b) {
     static_assert({{BLOCK}} == flash::THREADS, "the flash kernels run 4 warps a block");
 {{POINTERS}}
-    flash::forward<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{MT}}, {{BC}}, {{VS}}>({{Q}}, {{K}}, {{V}}, {{O}}, {{LSE}}, {{SCALE}});
+    flash::attention_forward<{{E}}, {{T}}, {{H}}, {{KV}}, {{HD}}, {{CAUSAL}}, {{MT}}, {{BC}}, {{VS}}>({{Q}}, {{K}}, {{V}}, {{O}}, {{LSE}}, {{SCALE}});
 }

@@ -379,6 +379,33 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
     store_rows<E, MT, HD, P>(qs, acc, 1.0f, o + (long)b * T * qstride + (long)h * HD, q0, T, qstride);
 }
 
+// dsum = rowsum(dO * O) of a block's 64 rows from row q0 (of 128 threads, two a row, straight
+// from global memory) into dsm[64] and into `rows`, the head's [T] statistics
+template <typename E, int HD>
+__device__ __forceinline__ void row_dsum(const E *out, const E *dout, long qoff, long qstride, int q0, int T, float *dsm,
+                                         float *rows) {
+    const int r = threadIdx.x >> 1, half = threadIdx.x & 1, row = q0 + r;
+    float d = 0.0f;
+    if (row < T) {
+        const E *po = out + qoff + (long)row * qstride + half * (HD / 2), *pd = dout + qoff + (long)row * qstride + half * (HD / 2);
+#pragma unroll
+        for (int c = 0; c < HD / 2; c += 8) {
+            const uint4 vo = *(const uint4 *)(po + c), vd = *(const uint4 *)(pd + c);
+            const u32 wo[4] = {vo.x, vo.y, vo.z, vo.w}, wd[4] = {vd.x, vd.y, vd.z, vd.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 fo = unpack<E>(wo[j]), fd = unpack<E>(wd[j]);
+                d += fo.x * fd.x + fo.y * fd.y;
+            }
+        }
+    }
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    if (!half) {
+        dsm[r] = d;
+        if (row < T) rows[row] = d;
+    }
+}
+
 // ---- backward, kernel 1 of 2: dq, and dsum = rowsum(dO * O) for kernel 2. One block of
 // 4 warps per (batch, head, 64 query rows), streaming the key tiles as the forward does:
 // p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k.
@@ -406,28 +433,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
     load_rows<E, BC, HD, P, NT>(ks, kg, 0, T, kstride);
     load_rows<E, BC, HD, P, NT>(vs, vg, 0, T, VS);
     copy_commit();
-    { // dsum of the block's rows, two threads a row, straight from global memory
-        const int r = threadIdx.x >> 1, half = threadIdx.x & 1, row = q0 + r;
-        float d = 0.0f;
-        if (row < T) {
-            const E *po = out + qoff + (long)row * qstride + half * (HD / 2), *pd = dout + qoff + (long)row * qstride + half * (HD / 2);
-#pragma unroll
-            for (int c = 0; c < HD / 2; c += 8) {
-                const uint4 vo = *(const uint4 *)(po + c), vd = *(const uint4 *)(pd + c);
-                const u32 wo[4] = {vo.x, vo.y, vo.z, vo.w}, wd[4] = {vd.x, vd.y, vd.z, vd.w};
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float2 fo = unpack<E>(wo[j]), fd = unpack<E>(wd[j]);
-                    d += fo.x * fd.x + fo.y * fd.y;
-                }
-            }
-        }
-        d += __shfl_xor_sync(0xffffffffu, d, 1);
-        if (!half) {
-            dsm[r] = d;
-            if (row < T) dsum[stats + row] = d;
-        }
-    }
+    row_dsum<E, HD>(out, dout, qoff, qstride, q0, T, dsm, dsum + stats);
     u32 qf[HD / 16][4], df[HD / 16][4];
     float acc[1][HD / 8][4], lse2[2], dsr[2];
 #pragma unroll

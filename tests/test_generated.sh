@@ -15,10 +15,10 @@ if ! diff -r -q generated/minimind "$tmp/a" >/dev/null; then
   diff -r generated/minimind "$tmp/a" | head -20
   fail=1
 fi
-./mmc check-kernels generated/minimind --arch sm_90 --arch sm_80 --arch sm_75 || fail=1
+./mmc check-kernels generated/minimind --arch sm_90a --arch sm_90 --arch sm_80 --arch sm_75 || fail=1
 for policy in amp_fp16 fp32 amp_bf16 fp16_wide fp64; do
   ./mmc compile graphs/tiny.lua --policy "$policy" -o "$tmp/tiny_$policy" --quiet || { fail=1; continue; }
-  ./mmc check-kernels "$tmp/tiny_$policy" --arch sm_90 --arch sm_80 --arch sm_75 >/dev/null || { echo "tiny/$policy: NVRTC failed"; fail=1; }
+  ./mmc check-kernels "$tmp/tiny_$policy" --arch sm_90a --arch sm_90 --arch sm_80 --arch sm_75 >/dev/null || { echo "tiny/$policy: NVRTC failed"; fail=1; }
 done
 # an NVRTC error names the kernel it is in (the edited file checked as a file: beside its plan,
 # check-kernels refuses it first, as no longer the plan's)
