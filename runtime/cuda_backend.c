@@ -605,6 +605,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
      * kernels use (templates/flash_attention_sm90.cuh); such a cubin runs on sm_90 only,
      * which is the GPU it is compiled for */
     snprintf(arch, sizeof arch, "sm_%d%d%s", c->prop.major, c->prop.minor, c->prop.major == 9 && c->prop.minor == 0 ? "a" : "");
+    const char *forced = getenv("MMC_CUDA_ARCH"); /* another target this GPU runs: sm_90 on an H100, say */
+    if (forced && *forced) snprintf(arch, sizeof arch, "%s", forced);
     char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
     char *dir = path_dirname(pl->path), *name = path_join(dir, "kernels.cu");
     KernelUnits units = kernel_units(src);

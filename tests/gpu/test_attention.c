@@ -16,7 +16,9 @@
  *   lse (f32): the same sums in f32 in another order, exp2 against exp: 1e-5;
  *   dsum (f32): against rowsum(dO * O) summed here in double from the flash plan's own dO
  *     and o, 1e-5 (f32 sums of hd products).
- * The fast plan then runs again and must give the same bits (no atomics in any sum).
+ * The fast plan then runs again and must give the same bits (no atomics in any sum). On an
+ * sm_90 GPU, whose fast plan runs the wgmma kernels for heads of 64 (compiled as sm_90a), it
+ * runs once more compiled as plain sm_90, on the mma.sync kernels: the same bits again.
  * With --warm-cache ARCH it only compiles both plans into the kernel cache, which a machine
  * without a GPU can do ahead of time. */
 #include "test_util.h"
@@ -267,6 +269,22 @@ static void run_suite(const Suite *s, const char *warm_arch) {
     CHECK(same, "%s: a second run of the fast kernels gave other bits", s->name);
     printf("  %-4s %3d attentions: %d tensors over tolerance; worst %.2f of its tolerance (%s); rerun %s\n", s->name, s->n,
            bad, worst, worst_at, same ? "bit-identical" : "DIFFERENT");
+    if (cuda_device_sm() == 90) { /* the wgmma kernels (sm_90a) against the mma.sync ones (sm_90): the same bits */
+        setenv("MMC_CUDA_ARCH", "sm_90", 1);
+        Backend *b90 = start(fast);
+        unsetenv("MMC_CUDA_ARCH");
+        double **plain = xcalloc((size_t)nw, sizeof *plain);
+        run_once(b90, wf, plain, nw);
+        unsigned char *g3 = test_buffer(b90, BUF_GRADS);
+        int equal = !memcmp(g1, g3, (size_t)fast->p->buffer_bytes[BUF_GRADS]);
+        for (int w = 0; w < nw && equal; w++)
+            equal = !memcmp(gf[w], plain[w], (size_t)shape_numel(&wf[w]->shape) * sizeof(double));
+        CHECK(equal, "%s: the sm_90a (wgmma) and sm_90 (mma.sync) flash kernels gave other bits", s->name);
+        printf("  %-4s sm_90a against sm_90 kernels: %s\n", s->name, equal ? "bit-identical" : "DIFFERENT");
+        for (int w = 0; w < nw; w++) free(plain[w]);
+        free(plain), free(g3);
+        b90->destroy(b90);
+    }
     for (int w = 0; w < nw; w++) free(gf[w]), free(gr[w]), free(again[w]);
     free(gf), free(gr), free(again), free(wf), free(wr), free(g1), free(g2);
     bf->destroy(bf);
