@@ -20,17 +20,18 @@
 namespace flash_sm90 {
 
 using flash::u32;
+typedef unsigned long long u64; // a descriptor (NVRTC has no <stdint.h>)
 
 constexpr int ALIGN = 1024; // a swizzle atom: tiles start at multiples of it
 
 // a shared-memory matrix descriptor: start, leading and stride byte offsets, 128B swizzle
-__device__ __forceinline__ unsigned long long desc(u32 addr, u32 lbo, u32 sbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32) | ((unsigned long long)1 << 62);
+__device__ __forceinline__ u64 desc(u32 addr, u32 lbo, u32 sbo) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | ((u64)1 << 62);
 }
 // K-major: 8-row atoms 1024 bytes apart (the leading offset is unused with a swizzle)
-__device__ __forceinline__ unsigned long long desc_k(u32 addr) { return desc(addr, 16, 1024); }
+__device__ __forceinline__ u64 desc_k(u32 addr) { return desc(addr, 16, 1024); }
 // MN-major, 64 columns: one atom wide, atoms 1024 bytes apart along k
-__device__ __forceinline__ unsigned long long desc_mn(u32 addr) { return desc(addr, 1024, 1024); }
+__device__ __forceinline__ u64 desc_mn(u32 addr) { return desc(addr, 1024, 1024); }
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -56,7 +57,7 @@ template <typename E> struct MmaRS;
 
 #define FLASH_SM90_MMA(E, TY)                                                                                         \
     template <> struct MmaSS<E, 32> {                                                                                 \
-        static __device__ __forceinline__ void run(float (&d)[16], unsigned long long a, unsigned long long b, int acc) {                 \
+        static __device__ __forceinline__ void run(float (&d)[16], u64 a, u64 b, int acc) {                 \
             asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                 \
                          "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " FLASH_SM90_REGS16                \
                          ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                                            \
@@ -65,7 +66,7 @@ template <typename E> struct MmaRS;
         }                                                                                                             \
     };                                                                                                                \
     template <> struct MmaSS<E, 64> {                                                                                 \
-        static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b, int acc) {                 \
+        static __device__ __forceinline__ void run(float (&d)[32], u64 a, u64 b, int acc) {                 \
             asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
                          "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASH_SM90_REGS32                \
                          ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                            \
@@ -74,7 +75,7 @@ template <typename E> struct MmaRS;
         }                                                                                                             \
     };                                                                                                                \
     template <> struct MmaRS<E> {                                                                                     \
-        static __device__ __forceinline__ void run(float (&d)[32], const u32 (&a)[4], unsigned long long b) {                   \
+        static __device__ __forceinline__ void run(float (&d)[32], const u32 (&a)[4], u64 b) {                   \
             asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASH_SM90_REGS32                \
                          ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"                                                    \
                          : FLASH_SM90_ACC32(d)                                                                        \
