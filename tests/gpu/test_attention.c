@@ -185,6 +185,15 @@ static double norm2(const double *a, int64_t n) {
     return sqrt(s);
 }
 
+/* two runs of plan pl gave the same gradient buffer (ga, gb) and the same watched values */
+static int same_bits(const Plan *pl, const unsigned char *ga, const unsigned char *gb, double **a, double **b,
+                     const Node **watch, int n_watch) {
+    int same = !memcmp(ga, gb, (size_t)pl->p->buffer_bytes[BUF_GRADS]);
+    for (int w = 0; w < n_watch && same; w++)
+        same = !memcmp(a[w], b[w], (size_t)shape_numel(&watch[w]->shape) * sizeof(double));
+    return same;
+}
+
 static void run_suite(const Suite *s, const char *warm_arch) {
     char *text = graph_text(s);
     char *path = test_write_graph(s->name[0] == 'f' ? "attention_f16" : "attention_bf16", text);
@@ -263,9 +272,7 @@ static void run_suite(const Suite *s, const char *warm_arch) {
     unsigned char *g1 = test_buffer(bf, BUF_GRADS);
     run_once(bf, wf, again, nw);
     unsigned char *g2 = test_buffer(bf, BUF_GRADS);
-    int same = !memcmp(g1, g2, (size_t)fast->p->buffer_bytes[BUF_GRADS]);
-    for (int w = 0; w < nw && same; w++)
-        same = !memcmp(gf[w], again[w], (size_t)shape_numel(&wf[w]->shape) * sizeof(double));
+    int same = same_bits(fast, g1, g2, gf, again, wf, nw);
     CHECK(same, "%s: a second run of the fast kernels gave other bits", s->name);
     printf("  %-4s %3d attentions: %d tensors over tolerance; worst %.2f of its tolerance (%s); rerun %s\n", s->name, s->n,
            bad, worst, worst_at, same ? "bit-identical" : "DIFFERENT");
@@ -276,9 +283,7 @@ static void run_suite(const Suite *s, const char *warm_arch) {
         double **plain = xcalloc((size_t)nw, sizeof *plain);
         run_once(b90, wf, plain, nw);
         unsigned char *g3 = test_buffer(b90, BUF_GRADS);
-        int equal = !memcmp(g1, g3, (size_t)fast->p->buffer_bytes[BUF_GRADS]);
-        for (int w = 0; w < nw && equal; w++)
-            equal = !memcmp(gf[w], plain[w], (size_t)shape_numel(&wf[w]->shape) * sizeof(double));
+        int equal = same_bits(fast, g1, g3, gf, plain, wf, nw);
         CHECK(equal, "%s: the sm_90a (wgmma) and sm_90 (mma.sync) flash kernels gave other bits", s->name);
         printf("  %-4s sm_90a against sm_90 kernels: %s\n", s->name, equal ? "bit-identical" : "DIFFERENT");
         for (int w = 0; w < nw; w++) free(plain[w]);
