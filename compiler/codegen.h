@@ -19,6 +19,8 @@ enum {
 /* parses "attention,sum_to,embedding,wide" or "all" into REF_ bits; -1 if unknown */
 int codegen_reference_parse(const char *list);
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference);
+/* an attention op (or one of its gradients) runs on the flash kernels under `reference` */
+int attention_flash_fits(const Node *a, unsigned reference);
 /* hash of every template, so the plan hash changes when a template does */
 void codegen_hash_templates(Sha256 *h);
 const char *template_text(const char *name);

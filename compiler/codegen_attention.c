@@ -10,9 +10,10 @@
 
 #include "codegen_internal.h"
 
-static int flash_fits(const Gen *G, const Node *a, int64_t hd) {
+int attention_flash_fits(const Node *a, unsigned reference) {
     DType c = a->compute;
-    if ((G->reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
+    int64_t hd = a->in[a->op == OP_ATTENTION ? 0 : 1]->shape.dim[2] / a->a.heads;
+    if ((reference & REF_ATTENTION) || (c != DT_F16 && c != DT_BF16) || hd % 16 || hd > 128) return 0;
     for (int k = 0; k < a->n_in; k++)
         if ((op_info[a->op].float_in & (1u << k)) && a->in[k]->dtype != c) return 0;
     for (int k = 0; k < a->n_in; k++)
@@ -34,7 +35,7 @@ void launch_attention(Gen *G, const Split *s) {
     int fwd = a->op == OP_ATTENTION, dq = a->op == OP_ATTENTION_BACKWARD_DQ;
     const Shape *q = query_shape(a);
     int64_t bsz = q->dim[0], t = q->dim[1], hd = q->dim[2] / a->a.heads, pitch = hd + 8;
-    int flash = flash_fits(G, a, hd);
+    int flash = attention_flash_fits(a, G->reference);
     if (fwd && flash && part_of(gr, 1) && part_of(gr, 1)->dtype != DT_F32) flash = 0; /* lse */
     if (dq && flash && need_part(gr, 1)->dtype != DT_F32) flash = 0;                    /* dsum */
     if (!fwd && !dq && flash && need_part(gr, 1)->dtype != a->dtype) flash = 0;          /* dv */
@@ -92,6 +93,59 @@ void launch_attention(Gen *G, const Split *s) {
     }
 }
 
+/* the rope_backward of the anchor's output that runs in its kernel (pass_fusion's step 6) */
+static Node *rope_out(const Group *gr) {
+    for (int i = 0; i < gr->n_nodes; i++)
+        if (gr->nodes[i]->op == OP_ROPE_BACKWARD && gr->nodes[i]->in[0] == gr->anchor) return gr->nodes[i];
+    return NULL;
+}
+
+/* What the kernel writes its dq or dk with: flash::Plain, or the folded rope_backward `r` as
+ * the struct OUT_DEF defines, which takes each staged row of a head as rope_backward.cu takes
+ * it from memory and rounds as that kernel does, so the bits are the same. OUT_STRIDE is the
+ * row stride of what is written. */
+static void rope_out_keys(Gen *G, Keys *ks, const Node *r, int64_t hd, const char *stride_key) {
+    const Node *a = G->gr->anchor;
+    if (!r) {
+        key(ks, stride_key, "%lldL", (long long)node_row_stride(a));
+        key(ks, "OUT_DEF", "%s", "");
+        key(ks, "OUT", "%s", "flash::Plain()");
+        return;
+    }
+    char *cs = xstrdup(ptr(G, r->in[1])), *sn = xstrdup(ptr(G, r->in[2]));
+    const char *e = dtype_cuda(a->dtype), *tab = dtype_cuda(r->in[1]->dtype);
+    long long half = (long long)(hd / 2);
+    key(ks, stride_key, "%lldL", (long long)node_row_stride(r));
+    key(ks, "OUT_DEF", "// %s (rope_backward %%%d) applied to each row as the kernel stores it:\n"
+                       "// dx[j] = dy[j] cos[j] + (j < %lld ? dy[j + %lld] sin[j + %lld] : -dy[j - %lld] sin[j - %lld]),\n"
+                       "// each branch rounded to x's dtype (rope_backward.cu)\n"
+                       "struct %s_rope {\n"
+                       "    const %s *cos, *sin;\n"
+                       "    __device__ __forceinline__ uint4 get(const %s *row, int j0, int t) const {\n"
+                       "        const int jp0 = j0 < %lld ? j0 + %lld : j0 - %lld;\n"
+                       "        float da[8], db[8], cs[8], sn[8], o[8];\n"
+                       "        uint4 out;\n"
+                       "        ldv(row, j0, da);\n"
+                       "        ldv(row, jp0, db);\n"
+                       "        ldv(cos, (long)t * %lld + j0, cs);\n"
+                       "        ldv(sin, (long)t * %lld + jp0, sn);\n"
+                       "#pragma unroll\n"
+                       "        for (int k = 0; k < 8; k++) {\n"
+                       "            const float direct = %s(%s(mmc_mul(da[k], cs[k])));\n"
+                       "            const float rot = %s(%s(mmc_mul(db[k], sn[k])));\n"
+                       "            o[k] = %s(mmc_add(direct, j0 < %lld ? rot : -rot));\n"
+                       "        }\n"
+                       "        stv((%s *)&out, 0, o);\n"
+                       "        return out;\n"
+                       "    }\n"
+                       "};\n",
+        node_label(r), r->id, half, half, half, half, half, G->gr->kernel, tab, e, half, half, half, (long long)hd,
+        (long long)hd, rounder(G, r->a.to), rounder(G, r->compute), rounder(G, r->a.to), rounder(G, r->compute),
+        rounder(G, r->dtype), half, e);
+    key(ks, "OUT", "%s_rope{%s, %s}", G->gr->kernel, cs, sn);
+    free(cs), free(sn);
+}
+
 void gen_attention(Gen *G, Keys *ks, Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
@@ -99,6 +153,10 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
     const Shape *q = query_shape(a);
     int64_t t = q->dim[1], hd = q->dim[2] / a->a.heads;
     int flash = strstr(gr->tmpl, "_flash.cu") != NULL; /* the launch step's choice */
+    Node *rope = rope_out(gr);
+    if (rope && !flash) die("internal error: %s applies a rope_backward on the exact attention kernel", gr->kernel);
+    /* the gradient the kernel writes: the anchor's, or the folded rope_backward's */
+    const Node *written = rope ? rope : a;
     G->uses_flash |= flash;
     char *sc = literal(G, 1.0 / sqrt((double)hd));
     key(ks, "T", "%lld", (long long)t);
@@ -129,8 +187,9 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
         key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
         key(ks, "O", "%s", at(G, a->in[4]));
         key(ks, "LSE", "%s", ptr(G, a->in[5]));
-        key(ks, "DQ", "%s", at(G, a));
+        key(ks, "DQ", "%s", flash ? ptr_raw(G, written) : ptr(G, a));
         key(ks, "DSUM", "%s", ptr(G, need_part(gr, 1)));
+        if (flash) rope_out_keys(G, ks, rope, hd, "DQS");
     } else {
         key(ks, "DO", "%s", at(G, a->in[0]));
         key(ks, "Q", "%s", at(G, a->in[1]));
@@ -138,8 +197,9 @@ void gen_attention(Gen *G, Keys *ks, Split *s) {
         key(ks, "V", "%s", flash ? ptr_raw(G, a->in[3]) : ptr(G, a->in[3]));
         key(ks, "LSE", "%s", ptr(G, a->in[4]));
         key(ks, "DSUM", "%s", ptr(G, a->in[5]));
-        key(ks, "DK", "%s", at(G, a));
+        key(ks, "DK", "%s", flash ? ptr_raw(G, written) : ptr(G, a));
         key(ks, "DV", "%s", flash ? ptr_raw(G, need_part(gr, 1)) : ptr(G, need_part(gr, 1)));
+        if (flash) rope_out_keys(G, ks, rope, hd, "DKS");
     }
     free(sc);
 }

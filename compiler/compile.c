@@ -73,7 +73,7 @@ static void run_remat(Compile *c) {
 }
 static void run_fusion(Compile *c) {
     c->r.p = xcalloc(1, sizeof *c->r.p);
-    pass_fusion(c->r.g, c->r.p, !c->opt->no_fusion, !(c->opt->reference_kernels & REF_SUM_TO));
+    pass_fusion(c->r.g, c->r.p, !c->opt->no_fusion, !(c->opt->reference_kernels & REF_SUM_TO), c->opt->reference_kernels);
 }
 static void run_merge(Compile *c) {
     if (!c->opt->no_merge) pass_merge(c->r.g, c->r.p);

@@ -100,6 +100,9 @@ typedef struct OpInfo {
                            same rows may reduce in the same kernel, in the same pass */
     int side_stream;    /* anchors that need only the step's inputs and one block: they run on
                            a second stream from the start of the phase, beside the others */
+    int rope_out;       /* anchors whose kernel stages each row of a head of its output in shared
+                           memory (the attention gradients dq and dk): a rope_backward that alone
+                           reads that output may run in the kernel as it stores the rows */
     unsigned float_in;  /* bit i set = input i is a floating-point tensor that rules may cast */
     unsigned row_in;    /* elementwise: bit i set = input i holds one value per row of the
                            result (the result's shape without its last dim) */

@@ -10,12 +10,15 @@
  *     feeds: the norm weight's gradient is summed in the pass of rms_normalize_backward
  *     that reads the same rows, instead of in a pass of its own;
  *  5. the gradient accumulations left on their own (a GEMM's dW added to its f32 gradient)
- *     into one launch after the backward pass, like the weight casts before it.
+ *     into one launch after the backward pass, like the weight casts before it;
+ *  6. a rope_backward that alone reads an attention gradient (dq, or dk) into the flash
+ *     kernel that makes it, which rotates each row as it stores it.
  * A merge is made only if the groups stay acyclic: no third group both depends on one and
  * feeds the other. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen.h"
 #include "passes.h"
 #include "util.h"
 
@@ -231,7 +234,39 @@ static void fuse_grads(Fuse *f) {
     }
 }
 
-void pass_fusion(Graph *g, Program *p, int fuse, int row_sums) {
+/* the readers of n other than its extra outputs' part nodes */
+static int readers(const Fuse *f, const Node *n) {
+    int count = 0;
+    for (int c = 0; c < f->n_cons[n->id]; c++) {
+        const Node *r = f->by_id[f->cons[n->id][c]];
+        count += !(r->op == OP_PART && r->in[0] == n);
+    }
+    return count;
+}
+
+/* Step 6: the flash kernels stage each row of a head of dq and dk in shared memory on the
+ * way out, which holds the pairs rope_backward combines (each column with the one half a
+ * head away). So a rope_backward alone in its group, and the only reader of such a gradient,
+ * joins the attention's kernel: the rotated gradient is written instead of the plain one,
+ * which no pass reads back. The kernel rounds the gradient to its dtype before the rotation,
+ * as the stored gradient is; that is the value the op sees under eager rounding, so the fold
+ * is made there (and where the flash kernels run: the exact ones write element by element). */
+static void fuse_rope_grads(Fuse *f, unsigned reference) {
+    if (!f->g->policy.round_eager) return;
+    for (int i = 0; i < f->g->n_nodes; i++) {
+        Node *r = f->g->nodes[i];
+        if (r->op != OP_ROPE_BACKWARD || !op_info[r->in[0]->op].rope_out) continue;
+        Node *a = r->in[0];
+        int h = gof(f, r), ga = gof(f, a);
+        if (h < 0 || ga < 0 || h == ga || f->wg[h].n != 1 || readers(f, a) != 1) continue;
+        int heads = a->op == OP_ATTENTION_BACKWARD_DQ ? a->a.heads : a->a.kv_heads;
+        if (r->a.heads != heads || r->dtype != a->dtype || !shape_eq(&r->shape, &a->shape)) continue;
+        if (!attention_flash_fits(a, reference)) continue;
+        if (can_merge(f, h, ga)) merge(f, h, ga);
+    }
+}
+
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference) {
     Fuse f = {0};
     f.g = g;
     int ids = g->next_id;
@@ -281,6 +316,7 @@ void pass_fusion(Graph *g, Program *p, int fuse, int row_sums) {
     for (int i = 0; i < g->n_nodes && fuse && row_sums; i++)
         if (op_info[g->nodes[i]->op].row_sums) fuse_row_sums(&f, g->nodes[i]);
     if (fuse) fuse_grads(&f);
+    if (fuse) fuse_rope_grads(&f, reference);
 
     /* the program's groups, in order of their first node */
     int *index = xmalloc((size_t)f.n_wg * sizeof(int));

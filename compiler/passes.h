@@ -23,8 +23,9 @@ void pass_merge(Graph *g, Program *p);
 /* weight-gradient GEMMs that add into the gradient buffer themselves, where the policy's
  * rounding allows it (pass_dw_add.c); after merge */
 void pass_dw_add(Graph *g, Program *p);
-/* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own) */
-void pass_fusion(Graph *g, Program *p, int fuse, int row_sums);
+/* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own;
+ * `reference`: the REF_ bits of codegen.h, which decide where the flash kernels run) */
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
 /* each kernel's template, launch shape and tiles (codegen_launch.c); `reference`: REF_ bits */

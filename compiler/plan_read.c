@@ -819,12 +819,15 @@ static void check_roles(Reader *r) {
 }
 
 /* what a kernel of each kind computes: an anchor kernel its anchor op (and a sum over its
- * rows, a row_sums anchor's) with elementwise ops and parts around it; an elementwise
+ * rows, a row_sums anchor's, or the rope_backward of a rope_out anchor's output) with
+ * elementwise ops and parts around it; an elementwise
  * kernel elementwise ops; the weight casts casts; the gradient sums grad_accumulate */
 static int belongs(const Group *gr, const Node *n, int *row_sums) {
     const OpInfo *info = &op_info[n->op];
     switch (gr->kind) {
     case GK_ANCHOR:
+        if (info->kind == OK_ANCHOR && n != gr->anchor && n->op == OP_ROPE_BACKWARD)
+            return gr->anchor && op_info[gr->anchor->op].rope_out && n->in[0] == gr->anchor;
         if (info->kind == OK_ANCHOR && n != gr->anchor) return n->op == OP_SUM_TO && op_info[gr->anchor->op].row_sums && !(*row_sums)++;
         return info->kind == OK_ELEMENTWISE || info->kind == OK_PART || n == gr->anchor;
     case GK_ELEMENTWISE: return info->kind == OK_ELEMENTWISE;

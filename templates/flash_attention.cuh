@@ -215,11 +215,25 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// How a kernel's output leaves shared memory: get() gives the 8 elements from column j0 of a
+// staged row (a whole head's HD values of sequence position t) as they go to memory. Plain
+// gives them as they are; the backward kernels may instead be given a generated one that
+// applies the rope_backward reading their output (the rotation pairs each column with the
+// one half a head away, which the staged row holds), so that gradient needs no pass of its
+// own. get() only reads, so the rows' reads (the rope tables' too) are all issued before the
+// first store.
+struct Plain {
+    template <typename E> __device__ __forceinline__ uint4 get(const E *row, int j0, int) const {
+        return *(const uint4 *)(row + j0);
+    }
+};
+
 // Each warp's accumulators of ROWS x HD (C fragments, MT row tiles) rounded to E into the
-// warp's own rows of a shared tile, then copied out 16 bytes at a time; rows past T dropped.
-template <typename E, int MT, int HD, int P>
+// warp's own rows of a shared tile, then written out 16 bytes at a time as `out` gives them;
+// rows past T dropped.
+template <typename E, int MT, int HD, int P, typename Out = Plain>
 __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 8][4], float mul, E *dst, int row0, int T,
-                                           long stride) {
+                                           long stride, const Out &out = Out()) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     E *mine = tile + warp * 16 * MT * P;
 #pragma unroll
@@ -231,10 +245,18 @@ __device__ __forceinline__ void store_rows(E *tile, const float (&acc)[MT][HD / 
                 *(u32 *)(mine + (mt * 16 + g + 8 * h) * P + n * 8 + 2 * t) =
                     pack<E>(acc[mt][n][2 * h] * mul, acc[mt][n][2 * h + 1] * mul);
     __syncwarp();
-    constexpr int CH = HD / 8;
-    for (int c = lane; c < 16 * MT * CH; c += 32) {
-        const int r = c / CH, k = c % CH, row = row0 + warp * 16 * MT + r;
-        if (row < T) *(uint4 *)(dst + (long)row * stride + k * 8) = *(const uint4 *)(mine + r * P + k * 8);
+    constexpr int CH = HD / 8, RUNS = 16 * MT * CH / 32; // HD is a multiple of 16: CH is even
+    const int first = row0 + warp * 16 * MT;
+    uint4 v[RUNS];
+#pragma unroll
+    for (int it = 0; it < RUNS; it++) {
+        const int c = lane + 32 * it, r = c / CH, row = first + r;
+        v[it] = out.get(mine + r * P, c % CH * 8, row < T ? row : T - 1);
+    }
+#pragma unroll
+    for (int it = 0; it < RUNS; it++) {
+        const int c = lane + 32 * it, r = c / CH, row = first + r;
+        if (row < T) *(uint4 *)(dst + (long)row * stride + c % CH * 8) = v[it];
     }
 }
 
@@ -409,9 +431,9 @@ __device__ __forceinline__ void row_dsum(const E *out, const E *dout, long qoff,
 // ---- backward, kernel 1 of 2: dq, and dsum = rowsum(dO * O) for kernel 2. One block of
 // 4 warps per (batch, head, 64 query rows), streaming the key tiles as the forward does:
 // p = exp(s - lse), dp = dO v^T, ds = p (dp - dsum), dq = scale ds k.
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS, long DQS, typename Out>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
-                                            const float *lse, E *dq, float *dsum, float scale) {
+                                            const float *lse, E *dq, float *dsum, float scale, const Out &writer) {
     constexpr int NT = THREADS, BR = 64, P = HD + 8, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     static_assert(HD % 16 == 0 && BC % 16 == 0 && H % KV == 0, "flash attention tile shapes");
     extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -516,7 +538,7 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
         }
         __syncthreads();
     }
-    store_rows<E, 1, HD, P>(qs, acc, scale, dq + qoff, q0, T, qstride);
+    store_rows<E, 1, HD, P>(qs, acc, scale, dq + (long)b * T * DQS + (long)h * HD, q0, T, DQS, writer);
 }
 
 // ---- backward, kernel 2 of 2: dk and dv. One block of 4 warps per (batch, kv head, 64
@@ -534,9 +556,10 @@ template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS, long DKS,
+          typename Out>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
-                                             const float *dsum, E *dk, E *dv, float scale) {
+                                             const float *dsum, E *dk, E *dv, float scale, const Out &writer) {
     constexpr int NT = THREADS, BK = 64, P = HD + 8, NQB = (T + BQ - 1) / BQ, REP = H / KV;
     constexpr bool KV_REGS = HD <= 64;
     static_assert(HD % 16 == 0 && BQ % 16 == 0 && H % KV == 0, "flash attention tile shapes");
@@ -700,7 +723,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
         if (ALIAS) __syncthreads(); // every thread has its sums before the k and v tiles stage the output
     }
     // each warp's own 16 rows of ks and vs stage dk and dv
-    store_rows<E, 1, HD, P>(ks, dka, kscale, dk + koff, k0, T, kstride);
+    store_rows<E, 1, HD, P>(ks, dka, kscale, dk + (long)b * T * DKS + (long)kvh * HD, k0, T, DKS, writer);
     store_rows<E, 1, HD, P>(vs, dva, 1.0f, dv + (long)b * T * DVS + (long)kvh * HD, k0, T, DVS);
 }
 

@@ -226,9 +226,9 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 // ---- backward, kernel 1 of 2: as flash::backward_dq with BC = 32. Shared memory: q and dO
 // [64][64] each, k and v [2][32][64] each, dsum [64]; 32.25 KB.
 constexpr u32 DQ_SMEM = 4 * 8192 + 256;
-template <typename E, int T, int H, int KV, int CAUSAL, long VS>
+template <typename E, int T, int H, int KV, int CAUSAL, long VS, long DQS, typename Out>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
-                                            const float *lse, E *dq, float *dsum, float scale) {
+                                            const float *lse, E *dq, float *dsum, float scale, const Out &writer) {
     constexpr int HD = 64, BR = 64, BC = 32, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     extern __shared__ __align__(16) unsigned char flash_smem[];
     unsigned char *sm = smem_base(flash_smem, DQ_SMEM);
@@ -306,16 +306,16 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
     float res[1][HD / 8][4];
 #pragma unroll
     for (int i = 0; i < 32; i++) res[0][i >> 2][i & 3] = acc[i];
-    flash::store_rows<E, 1, HD, HD + 8>(qs, res, scale, dq + qoff, q0, T, qstride); // q and dO stage it
+    flash::store_rows<E, 1, HD, HD + 8>(qs, res, scale, dq + (long)b * T * DQS + (long)h * HD, q0, T, DQS, writer); // q and dO stage it
 }
 
 // ---- backward, kernel 2 of 2: as flash::backward_dkv with BQ = 64. Shared memory: q and dO
 // [2][64][64] each, the stats [2][2][64], k and v [64][64] each, and with ROUND_HEADS each
 // thread's rounded dk shares [32][128] (its dv shares stay in registers); 64 or 48 KB.
 template <int ROUND_HEADS> struct DkvSmem { static constexpr u32 bytes = 4 * 8192 + 1024 + 2 * 8192 + (ROUND_HEADS ? 32 * 128 * 4 : 0); };
-template <typename E, int T, int H, int KV, int CAUSAL, int ROUND_HEADS, long VS, long DVS>
+template <typename E, int T, int H, int KV, int CAUSAL, int ROUND_HEADS, long VS, long DVS, long DKS, typename Out>
 __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
-                                             const float *dsum, E *dk, E *dv, float scale) {
+                                             const float *dsum, E *dk, E *dv, float scale, const Out &writer) {
     constexpr int HD = 64, BQ = 64, BK = 64, NQB = (T + BQ - 1) / BQ, REP = H / KV;
     extern __shared__ __align__(16) unsigned char flash_smem[];
     unsigned char *sm = smem_base(flash_smem, DkvSmem<ROUND_HEADS>::bytes);
@@ -430,7 +430,7 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
         }
     }
     // the q tiles (16 KB) stage dk, the dO tiles dv
-    flash::store_rows<E, 1, HD, HD + 8>(qs, rk, kscale, dk + koff, k0, T, kstride);
+    flash::store_rows<E, 1, HD, HD + 8>(qs, rk, kscale, dk + (long)b * T * DKS + (long)kvh * HD, k0, T, DKS, writer);
     flash::store_rows<E, 1, HD, HD + 8>(dos, rv, 1.0f, dv + (long)b * T * DVS + (long)kvh * HD, k0, T, DVS);
 }
 
@@ -449,26 +449,29 @@ __device__ __forceinline__ void attention_forward(const E *q, const E *k, const 
 #endif
     forward<E, T, H, KV, HD, CAUSAL, MT, BC, VS>(q, k, v, o, lse, scale);
 }
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS>
+// DQS and DKS: the elements from one row of dq (dk) to the next; `writer` gives its rows (Plain,
+// or a rope_backward applied on the way out)
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BC, long VS, long DQS, typename Out>
 __device__ __forceinline__ void attention_backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
-                                                      const float *lse, E *dq, float *dsum, float scale) {
+                                                      const float *lse, E *dq, float *dsum, float scale, const Out &writer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (HD == 64) {
-        flash_sm90::backward_dq<E, T, H, KV, CAUSAL, VS>(dout, q, k, v, out, lse, dq, dsum, scale);
+        flash_sm90::backward_dq<E, T, H, KV, CAUSAL, VS, DQS>(dout, q, k, v, out, lse, dq, dsum, scale, writer);
         return;
     }
 #endif
-    backward_dq<E, T, H, KV, HD, CAUSAL, BC, VS>(dout, q, k, v, out, lse, dq, dsum, scale);
+    backward_dq<E, T, H, KV, HD, CAUSAL, BC, VS, DQS>(dout, q, k, v, out, lse, dq, dsum, scale, writer);
 }
-template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS>
+template <typename E, int T, int H, int KV, int HD, int CAUSAL, int BQ, int ROUND_HEADS, long VS, long DVS, long DKS,
+          typename Out>
 __device__ __forceinline__ void attention_backward_dkv(const E *dout, const E *q, const E *k, const E *v, const float *lse,
-                                                       const float *dsum, E *dk, E *dv, float scale) {
+                                                       const float *dsum, E *dk, E *dv, float scale, const Out &writer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (HD == 64) {
-        flash_sm90::backward_dkv<E, T, H, KV, CAUSAL, ROUND_HEADS, VS, DVS>(dout, q, k, v, lse, dsum, dk, dv, scale);
+        flash_sm90::backward_dkv<E, T, H, KV, CAUSAL, ROUND_HEADS, VS, DVS, DKS>(dout, q, k, v, lse, dsum, dk, dv, scale, writer);
         return;
     }
 #endif
-    backward_dkv<E, T, H, KV, HD, CAUSAL, BQ, ROUND_HEADS, VS, DVS>(dout, q, k, v, lse, dsum, dk, dv, scale);
+    backward_dkv<E, T, H, KV, HD, CAUSAL, BQ, ROUND_HEADS, VS, DVS, DKS>(dout, q, k, v, lse, dsum, dk, dv, scale, writer);
 }
 } // namespace flash

@@ -119,6 +119,34 @@ int main(void) {
         expect_refused("a role on a parameter", to_param, "the role tokens names");
     }
 
+    /* under eager rounding RoPE's gradients run in the flash kernels of dq and dk (pass_fusion's
+     * step 6): every rope_backward of MiniMind is in the kernel of the attention gradient it
+     * reads; a plan that puts one beside another anchor's output is refused */
+    int folded = 0, ropes = 0;
+    for (int i = 0; i < pm->g->n_nodes; i++) {
+        const Node *n = pm->g->nodes[i];
+        if (n->op != OP_ROPE_BACKWARD) continue;
+        ropes++;
+        const Group *gr = pm->p->groups[n->group];
+        folded += gr->anchor == n->in[0] && op_info[gr->anchor->op].rope_out;
+    }
+    CHECK(ropes == 16 && folded == ropes, "minimind: %d of %d rope_backward ops in their attention gradient's kernel", folded,
+          ropes);
+    const char *rope_line = strstr(m.plan, " rope_backward in=%");
+    CHECK(rope_line != NULL, "minimind: no rope_backward line");
+    if (rope_line) {
+        const char *first_in = rope_line + strlen(" rope_backward in=");
+        char *own = xasprintf("%.*s", (int)strcspn(first_in, ","), first_in);
+        char *from = xasprintf(" rope_backward in=%s,", own);
+        /* the first input of the attention gradient's own line: dO, of the same shape */
+        const char *anchor_line = strstr(m.plan, xasprintf("op %s attention_backward_", own));
+        const char *dout = anchor_line ? strstr(anchor_line, " in=") + 4 : NULL;
+        char *to = dout ? xasprintf(" rope_backward in=%.*s,", (int)strcspn(dout, ","), dout) : xstrdup(from);
+        expect_refused("a rope_backward of another value in an attention kernel", replaced(m.plan, from, to),
+                       "rope_backward in kernel");
+        free(own), free(from), free(to);
+    }
+
     /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
      * stream=1 on its kernel line and on no other, and read back */
     const Group *first = pm->p->groups[0];

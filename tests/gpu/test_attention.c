@@ -1,7 +1,9 @@
 /* The flash attention kernels against the exact ones they replace, on the GPU: one graph
  * holds many independent attentions (T from 1 to 1024, tile multiples and not, causal and
  * not, heads/kv_heads 8/2, 8/8 and 4/1, head_dim 32, 64 and 128, batch 1 to 3), each with
- * fresh N(0, 1) q, k, v and a random upstream gradient (the loss is sum(o * w)). The graph
+ * fresh N(0, 1) q, k, v and a random upstream gradient (the loss is sum(o * w)); every other
+ * pair of cases takes q and k through a projection and rope first, as MiniMind does, so the
+ * fast plan applies rope's gradient inside the dq and dk/dv kernels. The graph
  * is compiled twice, with the fast kernels and with --reference-kernels; both plans run
  * one forward and backward pass from the same weights, kernel by kernel, on an arena filled
  * with NaNs first (so a value nothing wrote shows up), each output read right after its
@@ -66,11 +68,21 @@ static Suite bf16_suite(void) {
 static char *graph_text(const Suite *s) {
     StrBuf o = {0};
     sb_append(&o, "local total\n"
+                  "local tables = {}\n"
                   "local function case(i, B, T, H, KV, hd, causal)\n"
                   "  local q = param(('q%d'):format(i), {B, T, H * hd}, init.normal(0, 1))\n"
                   "  local k = param(('k%d'):format(i), {B, T, KV * hd}, init.normal(0, 1))\n"
                   "  local v = param(('v%d'):format(i), {B, T, KV * hd}, init.normal(0, 1))\n"
                   "  local w = param(('w%d'):format(i), {B, T, H * hd}, init.normal(0, 1))\n"
+                  "  if i // 2 % 2 == 1 then\n"
+                  "    local key = T .. ':' .. hd\n"
+                  "    tables[key] = tables[key] or { rope_tables(T, hd, 1e4) }\n"
+                  "    local c, s = tables[key][1], tables[key][2]\n"
+                  "    local wq = param(('wq%d'):format(i), {H * hd, H * hd}, init.fan_in)\n"
+                  "    local wk = param(('wk%d'):format(i), {KV * hd, KV * hd}, init.fan_in)\n"
+                  "    q = rope(linear(q, wq), c, s, { heads = H })\n"
+                  "    k = rope(linear(k, wk), c, s, { heads = KV })\n"
+                  "  end\n"
                   "  local o = attention(q, k, v, { heads = H, kv_heads = KV, causal = causal == 1, name = ('attn%d'):format(i) })\n"
                   "  local s = sum_all(mul(o, w))\n"
                   "  total = total and add(total, s) or s\n"
