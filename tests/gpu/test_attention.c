@@ -22,7 +22,8 @@
  * sm_90 GPU, whose fast plan runs the wgmma kernels for heads of 64 (compiled as sm_90a), it
  * runs once more compiled as plain sm_90, on the mma.sync kernels: the same bits again.
  * With --warm-cache ARCH it only compiles both plans into the kernel cache, which a machine
- * without a GPU can do ahead of time. */
+ * without a GPU can do ahead of time; with --cases N it runs the first N cases of each suite
+ * (racecheck: `compute-sanitizer --tool racecheck build/gpu/test_attention --cases 24`). */
 #include "test_util.h"
 
 #include "init.h"
@@ -311,7 +312,11 @@ static void run_suite(const Suite *s, const char *warm_arch) {
 
 int main(int argc, char **argv) {
     const char *warm = argc > 2 && !strcmp(argv[1], "--warm-cache") ? argv[2] : NULL;
+    /* --cases N: the first N cases of each suite, for compute-sanitizer's slower runs */
+    int most = argc > 2 && !strcmp(argv[1], "--cases") ? atoi(argv[2]) : 0;
     Suite a = f16_suite(), b = bf16_suite();
+    if (most > 0 && most < a.n) a.n = most;
+    if (most > 0 && most < b.n) b.n = most;
     run_suite(&a, warm);
     run_suite(&b, warm);
     return test_done("test_attention");
