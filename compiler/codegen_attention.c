@@ -101,49 +101,35 @@ static Node *rope_out(const Group *gr) {
 }
 
 /* What the kernel writes its dq or dk with: flash::Plain, or the folded rope_backward `r` as
- * the struct OUT_DEF defines, which takes each staged row of a head as rope_backward.cu takes
- * it from memory and rounds as that kernel does, so the bits are the same. OUT_STRIDE is the
- * row stride of what is written. */
+ * attention_rope_writer.cu defines it (OUT_DEF), which takes each staged row of a head as
+ * rope_backward_wide.cu takes it from memory and rounds as that kernel does, so the bits are
+ * the same. `stride_key` (DQS, DKS) is the row stride of what is written. */
 static void rope_out_keys(Gen *G, Keys *ks, const Node *r, int64_t hd, const char *stride_key) {
     const Node *a = G->gr->anchor;
+    key(ks, stride_key, "%lldL", (long long)node_row_stride(r ? r : a));
     if (!r) {
-        key(ks, stride_key, "%lldL", (long long)node_row_stride(a));
         key(ks, "OUT_DEF", "%s", "");
         key(ks, "OUT", "%s", "flash::Plain()");
         return;
     }
-    char *cs = xstrdup(ptr(G, r->in[1])), *sn = xstrdup(ptr(G, r->in[2]));
-    const char *e = dtype_cuda(a->dtype), *tab = dtype_cuda(r->in[1]->dtype);
-    long long half = (long long)(hd / 2);
-    key(ks, stride_key, "%lldL", (long long)node_row_stride(r));
-    key(ks, "OUT_DEF", "// %s (rope_backward %%%d) applied to each row as the kernel stores it:\n"
-                       "// dx[j] = dy[j] cos[j] + (j < %lld ? dy[j + %lld] sin[j + %lld] : -dy[j - %lld] sin[j - %lld]),\n"
-                       "// each branch rounded to x's dtype (rope_backward.cu)\n"
-                       "struct %s_rope {\n"
-                       "    const %s *cos, *sin;\n"
-                       "    __device__ __forceinline__ uint4 get(const %s *row, int j0, int t) const {\n"
-                       "        const int jp0 = j0 < %lld ? j0 + %lld : j0 - %lld;\n"
-                       "        float da[8], db[8], cs[8], sn[8], o[8];\n"
-                       "        uint4 out;\n"
-                       "        ldv(row, j0, da);\n"
-                       "        ldv(row, jp0, db);\n"
-                       "        ldv(cos, (long)t * %lld + j0, cs);\n"
-                       "        ldv(sin, (long)t * %lld + jp0, sn);\n"
-                       "#pragma unroll\n"
-                       "        for (int k = 0; k < 8; k++) {\n"
-                       "            const float direct = %s(%s(mmc_mul(da[k], cs[k])));\n"
-                       "            const float rot = %s(%s(mmc_mul(db[k], sn[k])));\n"
-                       "            o[k] = %s(mmc_add(direct, j0 < %lld ? rot : -rot));\n"
-                       "        }\n"
-                       "        stv((%s *)&out, 0, o);\n"
-                       "        return out;\n"
-                       "    }\n"
-                       "};\n",
-        node_label(r), r->id, half, half, half, half, half, G->gr->kernel, tab, e, half, half, half, (long long)hd,
-        (long long)hd, rounder(G, r->a.to), rounder(G, r->compute), rounder(G, r->a.to), rounder(G, r->compute),
-        rounder(G, r->dtype), half, e);
-    key(ks, "OUT", "%s_rope{%s, %s}", G->gr->kernel, cs, sn);
-    free(cs), free(sn);
+    Keys rk = {0};
+    key(&rk, "NAME", "%s", G->gr->kernel);
+    key(&rk, "LABEL", "%s", node_label(r));
+    key(&rk, "ID", "%d", r->id);
+    key(&rk, "E", "%s", dtype_cuda(a->dtype));
+    key(&rk, "TAB", "%s", dtype_cuda(r->in[1]->dtype));
+    key(&rk, "HALF", "%lld", (long long)(hd / 2));
+    key(&rk, "HD", "%lld", (long long)hd);
+    key(&rk, "RDC", "%s", rounder(G, r->compute));
+    key(&rk, "RDX", "%s", rounder(G, r->a.to));
+    key(&rk, "RDO", "%s", rounder(G, r->dtype));
+    StrBuf def = {0};
+    render(&def, "attention_rope_writer.cu", &rk);
+    key(ks, "OUT_DEF", "%s", def.s);
+    free(def.s);
+    char *cs = xstrdup(ptr(G, r->in[1]));
+    key(ks, "OUT", "%s_rope{%s, %s}", G->gr->kernel, cs, ptr(G, r->in[2]));
+    free(cs);
 }
 
 void gen_attention(Gen *G, Keys *ks, Split *s) {

@@ -139,12 +139,13 @@ int main(void) {
         char *own = xasprintf("%.*s", (int)strcspn(first_in, ","), first_in);
         char *from = xasprintf(" rope_backward in=%s,", own);
         /* the first input of the attention gradient's own line: dO, of the same shape */
-        const char *anchor_line = strstr(m.plan, xasprintf("op %s attention_backward_", own));
+        char *anchor_op = xasprintf("op %s attention_backward_", own);
+        const char *anchor_line = strstr(m.plan, anchor_op);
         const char *dout = anchor_line ? strstr(anchor_line, " in=") + 4 : NULL;
         char *to = dout ? xasprintf(" rope_backward in=%.*s,", (int)strcspn(dout, ","), dout) : xstrdup(from);
         expect_refused("a rope_backward of another value in an attention kernel", replaced(m.plan, from, to),
                        "rope_backward in kernel");
-        free(own), free(from), free(to);
+        free(own), free(from), free(to), free(anchor_op);
     }
 
     /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
