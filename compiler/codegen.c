@@ -195,6 +195,15 @@ char *wide_take_stores(Gen *G) {
 /* x's eight values of this step: one wide load, at the index i0 (or i0 % n) of the first */
 static char *wide_load(Gen *G, const Node *x, const char *idx) {
     const char *run = G->runs ? "[c]" : "";
+    if (G->regs) {
+        if (!G->wloaded[x->id]) {
+            G->wloaded[x->id] = 1;
+            sb_printf(&G->wdecls, "        %s L%d[8];\n", G->R, x->id);
+            if (!strcmp(idx, "0")) sb_printf(&G->wloads, "%sldv1(%s, r.L%d);\n", G->wind, ptr(G, x), x->id);
+            else sb_printf(&G->wloads, "%sldv(%s, i0%s, r.L%d);\n", G->wind, ptr(G, x), idx + 1, x->id);
+        }
+        return xasprintf("r.L%d[k]", x->id);
+    }
     if (!G->wloaded[x->id]) {
         G->wloaded[x->id] = 1;
         const char *p = ptr(G, x);
@@ -272,7 +281,8 @@ void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind) {
     if (n->materialized && n->buffer >= 0 && G->wide) {
         if (!G->wstored[n->id]) {
             G->wstored[n->id] = 1;
-            if (G->runs) sb_printf(&G->wdecls, "    %s S%d[8];\n", G->R, n->id);
+            if (G->regs) sb_printf(&G->sdecls, "        %s S%d[8];\n", G->R, n->id);
+            else if (G->runs) sb_printf(&G->wdecls, "    %s S%d[8];\n", G->R, n->id);
             else sb_printf(&G->wloads, "%s%s S%d[8];\n", G->wind, G->R, n->id);
             sb_printf(&G->wstores, "%sstv(%s, i0, S%d);\n", G->wind, ptr(G, n), n->id);
         }
@@ -363,7 +373,7 @@ int codegen_reference_parse(const char *list) {
     static const struct {
         const char *name;
         unsigned bit;
-    } kinds[] = {{"all", REF_ALL}, {"attention", REF_ATTENTION}, {"sum_to", REF_SUM_TO}, {"embedding", REF_EMBEDDING}, {"wide", REF_WIDE}};
+    } kinds[] = {{"all", REF_ALL}, {"attention", REF_ATTENTION}, {"sum_to", REF_SUM_TO}, {"embedding", REF_EMBEDDING}, {"wide", REF_WIDE}, {"gemm", REF_GEMM}};
     unsigned mask = 0;
     char *copy = xstrdup(list), *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -393,6 +403,7 @@ void gen_free(Gen *G) {
     free(G->scope);
     free(G->wloaded), free(G->wstored);
     sb_free(&G->wdecls);
+    sb_free(&G->sdecls);
 }
 
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
@@ -415,6 +426,11 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
     for (int i = 0; i < p->n_groups; i++) {
         Group *gr = p->groups[i];
         begin_kernel(&G, gr);
+        if (gr->kind == GK_GEMM && gr->n_nodes > 1) {
+            kernel_comment(&G, &k);
+            gen_gemm_epilogue(&G, &k);
+            continue;
+        }
         if (gr->kind == GK_GEMM) {
             const Node *n = gr->anchor;
             char *s = shape_str(&n->shape);
@@ -438,6 +454,10 @@ char *codegen_cuda(const Graph *g, Program *p, unsigned reference) {
         sb_append(&o, template_text("flash_attention.cuh"));
         sb_append(&o, "\n");
         sb_append(&o, template_text("flash_attention_sm90.cuh"));
+    }
+    if (G.uses_gemm) {
+        sb_append(&o, "\n");
+        sb_append(&o, template_text("gemm_sm90.cuh"));
     }
     /* the runtime compiles the kernels in several translation units at once, each the part
      * above this line and some of the kernels below it (runtime/nvrtc_compile.c) */

@@ -13,6 +13,7 @@ typedef struct Gen {
     int eager;      /* round at every op boundary, as PyTorch eager */
     unsigned reference; /* REF_ bits (codegen.h): the exact kernels instead of those fast ones */
     int uses_flash; /* some kernel calls templates/flash_attention.cuh */
+    int uses_gemm;  /* some kernel is a GEMM with an epilogue (templates/gemm_sm90.cuh) */
     StrBuf ptrs;    /* pointer declarations of the kernel being made */
     char *declared; /* by node id: its pointer is declared */
     char *scope;    /* by node id: its register value v<id> is in scope */
@@ -28,6 +29,10 @@ typedef struct Gen {
      * and the arrays are declared once in wdecls. */
     int runs;
     StrBuf wdecls;
+    /* Wide mode into a GEMM's epilogue (codegen_gemm.c): a value read is r.L<id>[k], its
+     * array declared in wdecls (the Regs struct), and the store arrays in sdecls. */
+    int regs;
+    StrBuf sdecls;
 } Gen;
 
 /* An anchor group's other nodes: computed per element of the anchor's input (pro), of its
@@ -100,6 +105,8 @@ void gen_cross_entropy(Gen *G, Keys *ks, Split *s);
 void launch_cross_entropy_backward(Gen *G, const Split *s);
 void gen_cross_entropy_backward(Gen *G, Keys *ks, Split *s);
 
+void launch_gemm_epilogue(Gen *G);
+void gen_gemm_epilogue(Gen *G, StrBuf *o);
 void gen_anchor(Gen *G, StrBuf *o);
 void gen_segments(Gen *G, StrBuf *o); /* the weight casts (GK_CAST_PARAMS), the gradient sums (GK_GRADS) */
 void launch_segments(Gen *G);

@@ -84,7 +84,9 @@ void pass_launch(const Graph *g, Program *p, unsigned reference) {
         begin_kernel(&G, gr);
         gr->n_tiles = 0;
         switch (gr->kind) {
-        case GK_GEMM: break; /* a cuBLASLt call: its shape is the GEMM's (gemm_shape) */
+        case GK_GEMM: /* a cuBLASLt call: its shape is the GEMM's (gemm_shape); or with its epilogue */
+            if (gr->n_nodes > 1) launch_gemm_epilogue(&G);
+            break;
         case GK_ELEMENTWISE: launch_elementwise(&G); break;
         case GK_CAST_PARAMS:
         case GK_GRADS: launch_segments(&G); break;

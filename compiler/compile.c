@@ -25,7 +25,7 @@ static int dump_here(const char *dump_after, const char *pass, CompileResult *r)
             sb_append(&o, "\n");
             if (gr->kind == GK_GEMM && gr->kernel) { /* from the schedule on */
                 GemmShape g = gemm_shape(gr->anchor);
-                sb_printf(&o, "    cuBLASLt m=%lld n=%lld k=%lld layout=%c%c\n", (long long)g.m, (long long)g.n, (long long)g.k,
+                sb_printf(&o, "    %s m=%lld n=%lld k=%lld layout=%c%c\n", gr->n_nodes > 1 ? "GEMM + epilogue" : "cuBLASLt", (long long)g.m, (long long)g.n, (long long)g.k,
                           g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N');
             }
             if (gr->tmpl) { /* from the launch step on */
@@ -54,7 +54,7 @@ static void run_frontend(Compile *c) {
     /* the options change the kernels, so they are part of the plan's identity */
     char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s", !c->opt->no_fusion, c->remat,
                               c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge,
-                              c->opt->no_dw_add ? " dw_add=0" : "");
+                              c->opt->no_dw_add ? " dw_add=0" : c->opt->gemm_epilogues ? " epilogues=1" : "");
     char *hash = plan_hash(c->r.g, options); /* of the sources (the frontend's hash) and the options */
     free(c->r.g->hash);
     c->r.g->hash = hash;
@@ -81,6 +81,9 @@ static void run_merge(Compile *c) {
 static void run_dw_add(Compile *c) {
     if (!c->opt->no_dw_add && !c->opt->forward_only) pass_dw_add(c->r.g, c->r.p);
 }
+static void run_epilogue(Compile *c) {
+    if (c->opt->gemm_epilogues && !c->opt->no_fusion) pass_epilogue(c->r.g, c->r.p, c->opt->reference_kernels);
+}
 static void run_schedule(Compile *c) { pass_schedule(c->r.g, c->r.p); }
 static void run_memplan(Compile *c) { pass_memplan(c->r.g, c->r.p); }
 static void run_launch(Compile *c) { pass_launch(c->r.g, c->r.p, c->opt->reference_kernels); }
@@ -91,7 +94,7 @@ static const struct {
 } passes[] = {
     {"frontend", run_frontend}, {"precision", run_precision}, {"autodiff", run_autodiff}, {"simplify", run_simplify},
     {"remat", run_remat},       {"fusion", run_fusion},       {"merge", run_merge},       {"dw_add", run_dw_add},
-    {"schedule", run_schedule}, {"memplan", run_memplan},   {"launch", run_launch},
+    {"epilogue", run_epilogue}, {"schedule", run_schedule}, {"memplan", run_memplan},   {"launch", run_launch},
 };
 enum { N_PASSES = sizeof passes / sizeof passes[0] };
 

@@ -23,6 +23,7 @@ typedef struct CompileOptions {
     int forward_only;       /* no backward pass and no optimizer: a plan that computes the loss */
     int no_merge;           /* every projection a GEMM of its own (for comparing with the merged plan) */
     int no_dw_add;          /* weight gradients written as dW and added by a kernel (for comparing) */
+    int gemm_epilogues;     /* elementwise kernels as the epilogue of the GEMM they read (pass_epilogue.c) */
 } CompileOptions;
 
 /* Runs every pass. Dies with a located message on bad input. */

@@ -38,12 +38,13 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--reference-kernels")) copt.reference_kernels = REF_ALL;
         else if (!strncmp(a, "--reference-kernels=", 20)) {
             int m = codegen_reference_parse(a + 20);
-            if (m < 0) die("compile: --reference-kernels=%s: kinds are attention, sum_to, embedding, wide (or all)", a + 20);
+            if (m < 0) die("compile: --reference-kernels=%s: kinds are attention, sum_to, embedding, wide, gemm (or all)", a + 20);
             copt.reference_kernels = (unsigned)m;
         }
         else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
         else if (!strcmp(a, "--no-merge")) copt.no_merge = 1;
         else if (!strcmp(a, "--no-dw-add")) copt.no_dw_add = 1;
+        else if (!strcmp(a, "--gemm-epilogues")) copt.gemm_epilogues = 1;
         else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
         else if (!strcmp(a, "--forward")) copt.forward_only = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
@@ -54,7 +55,7 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--no-merge", "--no-dw-add", "--remat-gemm-inputs", "--forward", "-D", "-I",
+                                                "--no-remat", "--no-merge", "--no-dw-add", "--gemm-epilogues", "--remat-gemm-inputs", "--forward", "-D", "-I",
                                                 "--lua-memory", "--lua-steps", NULL};
             die_unknown_option("compile", a, known);
         }
@@ -67,7 +68,8 @@ int cmd_compile(int argc, char **argv) {
      * goes to a folder of its own */
     const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"
                           : copt.no_remat ? "--no-remat" : copt.no_merge ? "--no-merge"
-                          : copt.no_dw_add ? "--no-dw-add" : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
+                          : copt.no_dw_add ? "--no-dw-add" : copt.gemm_epilogues ? "--gemm-epilogues"
+                          : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
                           : copt.reference_kernels ? "--reference-kernels" : copt.forward_only ? "--forward" : NULL;
     if (changes && !out && !dump)
         die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);

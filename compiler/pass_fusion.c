@@ -13,6 +13,7 @@
  *     into one launch after the backward pass, like the weight casts before it;
  *  6. a rope_backward that alone reads an attention gradient (dq, or dk) into the flash
  *     kernel that makes it, which rotates each row as it stores it.
+ * (A GEMM's elementwise readers join it after the projections merge: pass_epilogue.c.)
  * A merge is made only if the groups stay acyclic: no third group both depends on one and
  * feeds the other. */
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* passes: each pass takes the graph and rewrites it in place; `mmc compile --dump NAME`
  * prints the IR after the pass called NAME. Order: precision, autodiff, simplify, remat,
- * fusion, merge, dw_add, schedule, memplan, launch. */
+ * fusion, merge, dw_add, epilogue, schedule, memplan, launch. */
 #ifndef MMC_PASSES_H
 #define MMC_PASSES_H
 
@@ -26,6 +26,9 @@ void pass_dw_add(Graph *g, Program *p);
 /* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own;
  * `reference`: the REF_ bits of codegen.h, which decide where the flash kernels run) */
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference);
+/* elementwise kernels as the epilogue of the GEMM whose product they read (pass_epilogue.c);
+ * after dw_add, on the kernels; `reference`: REF_ bits (REF_GEMM keeps them apart) */
+void pass_epilogue(Graph *g, Program *p, unsigned reference);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
 /* each kernel's template, launch shape and tiles (codegen_launch.c); `reference`: REF_ bits */

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "layouts.h"
+#include "codegen.h"
 #include "plan.h"
 #include "step_state.h"
 #include "util.h"
@@ -831,7 +832,7 @@ static int belongs(const Group *gr, const Node *n, int *row_sums) {
         if (info->kind == OK_ANCHOR && n != gr->anchor) return n->op == OP_SUM_TO && op_info[gr->anchor->op].row_sums && !(*row_sums)++;
         return info->kind == OK_ELEMENTWISE || info->kind == OK_PART || n == gr->anchor;
     case GK_ELEMENTWISE: return info->kind == OK_ELEMENTWISE;
-    case GK_GEMM: return n == gr->anchor;
+    case GK_GEMM: return n == gr->anchor || info->kind == OK_ELEMENTWISE; /* an epilogue */
     case GK_CAST_PARAMS: return n->op == OP_CAST;
     case GK_GRADS: return n->op == OP_GRAD_ACCUMULATE;
     case GK_OPTIMIZER:
@@ -868,6 +869,11 @@ static void check_groups(Reader *r) {
         if (gr->kind != GK_GEMM) continue;
         const Node *a = gr->anchor;
         if (!a->materialized) bad(r, "the GEMM %%%d is not stored (no at=)", a->id);
+        if (gr->n_nodes > 1) {
+            const char *why = gr->nodes[0] != a ? "the GEMM is not its first op"
+                                                : gemm_epilogue_refusal(a, gr->nodes + 1, gr->n_nodes - 1, 0, NULL);
+            if (why) bad(r, "kernel %s: the GEMM %%%d cannot have these ops as its epilogue: %s", gr->kernel, a->id, why);
+        }
         GemmShape s = gemm_shape(a);
         char layout[3] = {s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', 0};
         if (s.m != gl->m || s.n != gl->n || s.k != gl->k || strcmp(layout, gl->layout))

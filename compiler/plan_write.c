@@ -168,7 +168,11 @@ char *plan_write(const Graph *g, const Program *p, const char *kernels) {
         }
         if (gr->anchor) sb_printf(&o, " anchor=%%%d", gr->anchor->id);
         sb_append(&o, "\n");
-        for (int k = 0; k < gr->n_nodes; k++) node_line(&o, "op", gr->nodes[k]), written[gr->nodes[k]->id] = 1;
+        for (int k = 0; k < gr->n_nodes; k++) {
+            node_line(&o, "op", gr->nodes[k]), written[gr->nodes[k]->id] = 1;
+            /* an epilogue reads views of the product (its column halves) */
+            if (gr->kind == GK_GEMM && k == 0 && gr->n_nodes > 1) view_lines(&o, views, n_views, written);
+        }
         view_lines(&o, views, n_views, written);
     }
     free(written);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen.h"
 #include "compile.h"
 #include "compile_plans.h"
 #include "util.h"
@@ -133,6 +134,18 @@ static char *report(const Graph *g, const Program *p, const char *out_dir, const
                       "its own dtype (rounding %s; mmc compile --no-dw-add writes dW and adds it in a kernel)\n",
                   adds, dtype_name(sums), dtype_name(g->policy.master),
                   g->policy.round_eager ? "eager, dW already in that dtype" : "fused");
+    int epilogues = 0, paired = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        const Group *gr = p->groups[i];
+        GemmEpilogue e;
+        if (gr->kind != GK_GEMM || gr->n_nodes == 1) continue;
+        epilogues++;
+        if (!gemm_epilogue_refusal(gr->anchor, gr->nodes + 1, gr->n_nodes - 1, 0, &e)) paired += e.paired;
+    }
+    if (epilogues)
+        sb_printf(&o, "\nepilogues: %d GEMMs compute the elementwise ops that read their product (%d of them from its two "
+                      "column halves), on sm_90a in the GEMM's kernel (mmc compile --reference-kernels=gemm keeps them apart)\n",
+                  epilogues, paired);
     sb_append(&o, "\nmemory: arena ");
     bytes(&o, p->buffer_bytes[BUF_ARENA]);
     sb_append(&o, " planned vs ");

@@ -50,7 +50,8 @@ static void step(Backend *b) {
 
 /* what a kernel is, for the profile's totals: its op (and GEMM layout), or its role */
 static const char *category(const Group *gr, char *buf, size_t n) {
-    if (gr->kind == GK_GEMM) snprintf(buf, n, "gemm %s", op_info[gr->anchor->op].name);
+    if (gr->kind == GK_GEMM && gr->n_nodes > 1) snprintf(buf, n, "gemm %s + epilogue", op_info[gr->anchor->op].name);
+    else if (gr->kind == GK_GEMM) snprintf(buf, n, "gemm %s", op_info[gr->anchor->op].name);
     else if (gr->kind == GK_OPTIMIZER) snprintf(buf, n, "update %s", optimizer_kernel_name(gr->optimizer));
     else if (gr->kind == GK_CAST_PARAMS) snprintf(buf, n, "cast_weights");
     else if (gr->kind == GK_GRADS) snprintf(buf, n, "grad_accumulate");
@@ -208,7 +209,7 @@ int cmd_bench(int argc, char **argv) {
         double in_use = 0, best = 0, ms[16];
         printf("\neach GEMM with the algorithm in use (#0) and the heuristic's others (ms a call, the best of 5):\n");
         for (int i = 0; i < p->n_groups; i++) {
-            if (p->groups[i]->kind != GK_GEMM) continue;
+            if (p->groups[i]->kind != GK_GEMM || p->groups[i]->n_nodes > 1) continue; /* cuBLASLt's only */
             int n = b->probe->gemm_candidates(b, i, 16, ms), at = 0;
             for (int k = 1; k < n; k++)
                 if (ms[k] < ms[at]) at = k;

@@ -62,7 +62,9 @@ typedef struct Cuda {
     char *buf[BUF_COUNT]; /* device memory; also the kernels' MmcBuffers argument, in order */
     cudaLibrary_t *lib;   /* by translation unit of kernels.cu */
     int n_lib;
-    cudaKernel_t *kernel; /* by group; NULL for GEMMs */
+    cudaKernel_t *kernel; /* by group; NULL for GEMMs without an epilogue */
+    int sm90a;            /* kernels.cu is compiled for sm_90a: a GEMM with an epilogue is one
+                             kernel (templates/gemm_sm90.cuh), else cuBLASLt and the epilogue */
     Gemm *gemm;           /* by group */
     cublasLtHandle_t lt;
     void *workspace;
@@ -268,9 +270,20 @@ static void run_gemm(Cuda *c, Gemm *g, cudaStream_t s) {
 /* one group of the schedule, queued on stream `s` */
 static void launch_group(Cuda *c, int index, cudaStream_t s) {
     Group *gr = c->base.pl->p->groups[index];
-    if (gr->kind == GK_GEMM) {
+    if (gr->kind == GK_GEMM && gr->n_nodes > 1 && c->sm90a) {
+        /* persistent: a block a multiprocessor at most, each walking its tiles */
+        int sms = c->prop.multiProcessorCount;
+        dim3 grid = {(unsigned)(gr->grid < sms ? gr->grid : sms), 1, 1}, block = {(unsigned)gr->block, 1, 1};
+        void *args[] = {c->buf};
+        CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, (size_t)gr->smem, s), gr->kernel);
+    } else if (gr->kind == GK_GEMM) {
         if (!c->gemm[index].tuned) tune_gemm(c, &c->gemm[index]);
         run_gemm(c, &c->gemm[index], s);
+        if (gr->n_nodes > 1) { /* the epilogue from the product cuBLASLt stored, grid-stride */
+            dim3 grid = {(unsigned)gr->grid, 1, 1}, block = {(unsigned)gr->block, 1, 1};
+            void *args[] = {c->buf};
+            CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, 0, s), gr->kernel);
+        }
     } else {
         dim3 grid = {(unsigned)gr->grid, (unsigned)gr->grid_y, 1}, block = {(unsigned)gr->block, 1, 1};
         void *args[] = {c->buf};
@@ -607,6 +620,7 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     snprintf(arch, sizeof arch, "sm_%d%d%s", c->prop.major, c->prop.minor, c->prop.major == 9 && c->prop.minor == 0 ? "a" : "");
     const char *forced = getenv("MMC_CUDA_ARCH"); /* another target this GPU runs: sm_90 on an H100, say */
     if (forced && *forced) snprintf(arch, sizeof arch, "%s", forced);
+    c->sm90a = !strcmp(arch, "sm_90a");
     char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
     char *dir = path_dirname(pl->path), *name = path_join(dir, "kernels.cu");
     KernelUnits units = kernel_units(src);
@@ -637,12 +651,12 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
         Group *gr = p->groups[i];
         if (gr->kind == GK_GEMM) {
             make_gemm(c, &c->gemm[i], gr->anchor);
-            continue;
+            if (gr->n_nodes == 1) continue;
         }
         int unit = kernel_unit(&units, gr->kernel);
         if (unit < 0) die("%s: no kernel %s, which the plan launches", name, gr->kernel);
         CUDA_CHECK(cudaLibraryGetKernel(&c->kernel[i], c->lib[unit], gr->kernel), gr->kernel);
-        if (gr->smem > 48 * 1024)
+        if (gr->smem > 48 * 1024 && (gr->kind != GK_GEMM || c->sm90a))
             CUDA_CHECK(cudaFuncSetAttribute((const void *)c->kernel[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gr->smem),
                        gr->kernel);
     }

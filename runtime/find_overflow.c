@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen.h"
 #include "train.h"
 #include "util.h"
 
@@ -103,7 +104,8 @@ OverflowReport find_overflow(Backend *b, const MmcStepState *before, int32_t *co
             if (gr->phase != PHASE_MICRO) continue;
             b->run_group(b, i);
             for (int k = 0; k < gr->n_nodes && !r.stored; k++)
-                if (stored_not_finite(b, gr->nodes[k])) r.stored = gr->nodes[k];
+                if ((gr->nodes[k] != gr->anchor || gemm_product_kept(pl->g, gr)) && stored_not_finite(b, gr->nodes[k]))
+                    r.stored = gr->nodes[k];
             if (r.stored) bad_group = i, r.micro = a;
         }
     }

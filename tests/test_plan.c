@@ -148,6 +148,40 @@ int main(void) {
         free(own), free(from), free(to), free(anchor_op);
     }
 
+    /* with --gemm-epilogues SwiGLU's forward and backward are the epilogues of their GEMMs
+     * (pass_epilogue.c): the forward of the merged gate/up projection's two halves, the
+     * backward of dh = dy W_down; without it none is; a plan whose epilogue reads one half
+     * twice is refused */
+    for (int i = 0; i < pm->p->n_groups; i++)
+        CHECK(pm->p->groups[i]->kind != GK_GEMM || pm->p->groups[i]->n_nodes == 1, "minimind: %s has an epilogue by default",
+              pm->p->groups[i]->kernel);
+    CompileOptions eo = {0};
+    eo.front.graph_path = "graphs/minimind.lua";
+    eo.gemm_epilogues = 1;
+    CompileResult me = compile_graph(&eo);
+    Plan *pe = plan_read(me.plan, "minimind-epilogues/plan");
+    int fwd_epi = 0, bwd_epi = 0;
+    for (int i = 0; i < pe->p->n_groups; i++) {
+        const Group *gr = pe->p->groups[i];
+        if (gr->kind != GK_GEMM || gr->n_nodes == 1) continue;
+        GemmEpilogue e;
+        CHECK(!gemm_epilogue_refusal(gr->anchor, gr->nodes + 1, gr->n_nodes - 1, 0, &e), "minimind: %s refused", gr->kernel);
+        fwd_epi += gr->anchor->op == OP_LINEAR && e.paired;
+        bwd_epi += gr->anchor->op == OP_LINEAR_DX && !e.paired;
+    }
+    CHECK(fwd_epi == 8 && bwd_epi == 8, "minimind: %d forward and %d backward SwiGLU epilogues, not 8 and 8", fwd_epi, bwd_epi);
+    const char *silu = strstr(me.plan, " silu in=%");
+    const char *mul = silu ? strstr(silu, " mul in=%") : NULL;
+    CHECK(silu && mul, "minimind: no silu and mul lines");
+    if (silu && mul) {
+        const char *gate = silu + strlen(" silu in="), *up = strchr(mul, ',') + 1;
+        char *from = xasprintf(" silu in=%.*s ", (int)strcspn(gate, " "), gate);
+        char *to = xasprintf(" silu in=%.*s ", (int)strcspn(up, " "), up);
+        expect_refused("an epilogue that reads one half of the product twice", replaced(me.plan, from, to),
+                       "cannot have these ops as its epilogue: the epilogue reads neither the product nor its two halves");
+        free(from), free(to);
+    }
+
     /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
      * stream=1 on its kernel line and on no other, and read back */
     const Group *first = pm->p->groups[0];

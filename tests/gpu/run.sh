@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test-gpu`: the tests that need a GPU, from the repository root.
-#  - every kernel of the tiny plan against the ref backend (tests/gpu/test_gpu_kernels.c);
+#  - every kernel of the tiny plan against the ref backend (tests/gpu/test_gpu_kernels.c), on an
+#    H100 or H200 once more without its sm_90a kernels (MMC_CUDA_ARCH=sm_90);
 #  - the same under compute-sanitizer's memcheck and racecheck, when it is installed;
 #  - the flash attention kernels against the exact ones (tests/gpu/test_attention.c);
 #  - a run stopped and resumed continues bit for bit on the GPU (tests/test_resume.sh cuda);
@@ -26,6 +27,10 @@ fi
 fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 build/gpu/test_gpu_kernels || fail=1
+if nvidia-smi --query-gpu=compute_cap --format=csv,noheader | grep -q '^9\.0'; then
+  # the same kernels.cu without the sm_90a kernels: cuBLASLt and the GEMM epilogues alone
+  MMC_CUDA_ARCH=sm_90 build/gpu/test_gpu_kernels || fail=1
+fi
 build/gpu/test_attention || fail=1
 bash tests/test_resume.sh cuda || fail=1
 bash tests/test_scaler_model.sh cuda || fail=1

@@ -7,7 +7,9 @@
  * 1e-12 for f64. Kernels that only round elementwise ops must agree bit for bit; the
  * count of bit-identical tensors is printed. Run under each policy named on the command
  * line (default: amp_fp16 fp32 amp_bf16 fp16_wide), and once more at sizes no fast kernel
- * takes (head_dim 34, widths not multiples of 8), so the general kernels are checked too. */
+ * takes (head_dim 34, widths not multiples of 8), so the general kernels are checked too,
+ * and with --gemm-epilogues at sizes where SwiGLU's GEMMs take their epilogues (the sm_90a
+ * kernel on an H100 or H200, cuBLASLt and the epilogue kernel elsewhere). */
 #include "test_util.h"
 
 #include "init.h"
@@ -58,8 +60,8 @@ static void compare_buffer(Stats *s, Backend *ref, Backend *gpu, const char *ker
     free(a), free(b);
 }
 
-static void run_policy(const char *policy, const char *defines, int vocab) {
-    Plan *pl = test_compile("graphs/tiny.lua", policy, defines, 1);
+static void run_policy_with(const char *policy, const char *defines, int vocab, unsigned flags) {
+    Plan *pl = test_compile_with("graphs/tiny.lua", policy, defines, flags);
     char *why = NULL;
     Backend *ref = ref_backend_create(pl), *gpu = cuda_backend_create(pl, &why);
     if (!gpu) die("test_gpu_kernels: %s", why);
@@ -107,6 +109,7 @@ static void run_policy(const char *policy, const char *defines, int vocab) {
         for (int i = 0; i < gr->n_nodes; i++) {
             const Node *n = gr->nodes[i];
             if (!n->materialized || n->buffer < 0) continue;
+            if (n == gr->anchor && !gemm_product_kept(pl->g, gr)) continue; /* no kernel reads it: the GEMM keeps it in registers */
             int64_t count = shape_numel(&n->shape), bytes = count * (int64_t)dtype_size(n->dtype);
             unsigned char *a = xmalloc((size_t)bytes + 1), *b = xmalloc((size_t)bytes + 1);
             ref->read(ref, n->buffer, n->offset, a, bytes);
@@ -117,12 +120,14 @@ static void run_policy(const char *policy, const char *defines, int vocab) {
             free(a), free(b);
         }
     }
-    printf("  %-10s%s%s%s %3d kernels and GEMMs, %4d tensors compared: %4d bit-identical, %d over tolerance; worst %.2f of "
+    printf("  %-10s%s%s%s%s %3d kernels and GEMMs, %4d tensors compared: %4d bit-identical, %d over tolerance; worst %.2f of "
            "its tolerance (%s)\n",
-           policy, defines ? " (sizes: " : "", defines ? defines : "", defines ? ")" : "", p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
+           policy, defines ? " (sizes: " : "", defines ? defines : "", defines ? ")" : "", flags & TEST_GEMM_EPILOGUES ? " epilogues" : "", p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
     ref->destroy(ref);
     gpu->destroy(gpu);
 }
+
+static void run_policy(const char *policy, const char *defines, int vocab) { run_policy_with(policy, defines, vocab, 0); }
 
 int main(int argc, char **argv) {
     const char *defaults[] = {"amp_fp16", "fp32", "amp_bf16", "fp16_wide"};
@@ -133,6 +138,10 @@ int main(int argc, char **argv) {
         run_policy("amp_fp16", "dim=68,heads=2,kv_heads=1,ffn=190,vocab=317", 317);
         /* 16810 rows: the row kernels loop over rows, and the last round has rows missing */
         run_policy("amp_fp16", "batch=41,seq=410", 320);
+        /* SwiGLU forward and backward in the epilogues of their GEMMs (dim and ffn multiples of
+         * 128), 160 rows: one tile of 128 and one with rows missing */
+        run_policy_with("amp_fp16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
+        run_policy_with("amp_bf16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
     }
     return test_done("test_gpu_kernels");
 }

@@ -1,0 +1,45 @@
+// A GEMM and the elementwise ops that read its product, in one kernel: on sm_90a the
+// persistent wgmma GEMM of gemm_sm90.cuh, whose epilogue is {{NAME}}_epi; elsewhere the
+// epilogue alone, reading the product cuBLASLt wrote. The epilogue walks its space 8
+// elements (a unit) at a time: load() reads its operands into Regs, store() computes and
+// stores, with the product's units in v. Each method declares every pointer of the kernel
+// and uses some, as each branch of the kernel does: no warning for the others.
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 177
+struct {{NAME}}_epi {
+    MmcBuffers b;
+    struct Regs {
+{{REGS}}        char none;
+    };
+    __device__ __forceinline__ void load(long i0, Regs &r) const {
+{{EPI_POINTERS}}
+{{LOADS}}
+    }
+    __device__ __forceinline__ void store(long i0, const Regs &r, const float (&v)[{{UNITS}}][8]) const {
+{{EPI_POINTERS}}
+{{STORE_DECLS}}
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const long i = i0 + k;
+{{HEAD}}
+{{BODY}}
+        }
+{{PRODUCT_STORES}}
+{{STORES}}
+    }
+};
+// B's slab s of column block n, at k = 0
+struct {{NAME}}_src {
+    const {{E}} *w;
+    long ldb;
+    __device__ __forceinline__ const {{E}} *slab(int n, int s) const { return {{SLAB}}; }
+};
+extern "C" __global__ void __launch_bounds__({{BLOCK}}, 1) {{NAME}}(const MmcBuffers b) {
+{{POINTERS}}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    gemm_sm90::gemm<{{E}}, {{M}}, {{K}}, {{N_TILES}}, 2, {{B_MN}}, {{W}}, {{PAIRED}}>({{A}}, {{LDA}}L, {{NAME}}_src{ {{B}}, {{LDB}}L}, {{NAME}}_epi{b});
+#else
+    gemm_epilogue::from_memory<{{E}}, {{M}}, {{W}}, {{PAIRED}}>({{PROD}}, {{LDP}}L, {{NAME}}_epi{b});
+#endif
+}
+#pragma nv_diagnostic pop

@@ -1,0 +1,281 @@
+// ---- GEMM on Hopper's warpgroup tensor cores (wgmma, sm_90a) whose elementwise readers run
+// in its epilogue: the product is rounded to its dtype in registers and handed, 8 columns of
+// a row at a time, to the fused ops, so it makes no round trip through memory (SwiGLU's
+// backward reads dh from shared memory, and dh is never stored). Included after
+// flash_attention_sm90.cuh, whose descriptors, fences and copies it shares.
+//
+// out[M, N] = A[M, K] B with f32 accumulators. A is K-major (rows of K, `lda` apart). B is
+// read in slabs of 64 output columns, a 64 x 64 tile per 64-deep k step:
+//  - K-major (B_MN = 0): the slab is 64 rows of a [N, K] weight (nn.Linear's y = x W^T);
+//  - MN-major (B_MN = 1): 64 columns of a [K, N] matrix (dx = dy W).
+// A tile is 128 rows x NS slabs; which slabs is the source's business: SwiGLU's forward
+// pairs gate slab j with up slab j, so the epilogue sees gate and up of the same elements.
+//
+// The kernel is persistent and warp-specialized, as Hopper GEMMs are. A block holds a
+// producer warpgroup, each of its warps copying a slab of every stage (one warp issuing
+// them all would be the bottleneck: a warp's copies go through one quarter of the SM), and
+// two consumer warpgroups. The producer copies tiles with cp.async into a
+// ring of STAGES stages, each with a `full` mbarrier (the copies landed) and an `empty` one
+// (its reader is done). The consumers take the block's tiles in turn (0, 2, 4, .. and 1, 3,
+// 5, ..): while one runs its epilogue (rounding, the fused ops, the stores), the other keeps
+// the tensor cores busy. They take turns at the main loop too (a `turn` mbarrier each),
+// which also keeps a consumer from waiting on a stage two uses ahead, where a parity wait
+// could not tell the uses apart. Tiles are 128-byte rows with the 128-byte swizzle, as in
+// flash_attention_sm90.cuh.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace gemm_sm90 {
+
+using flash::u32;
+using flash_sm90::u64;
+
+constexpr int BM = 128, BK = 64, STAGES = 4, CONSUMERS = 2;
+constexpr int THREADS = 128 * (CONSUMERS + 1);  // the producer's warpgroup last
+// registers a thread: what the producer warpgroup gives up the consumers take (of 65536)
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+constexpr u32 SLAB = 8192;                    // 64 rows of 128 bytes: a swizzled 64 x 64 tile
+constexpr int EPI_BATCH = 4;                  // row chunks whose loads are in flight together
+// the row pitch of a consumer's rounded tile, in elements: rows 16 bytes off the banks
+template <int NS> __host__ __device__ constexpr int out_pitch() { return NS * 64 + 8; }
+// shared memory from a 1024-byte boundary: the ring, each consumer's rounded tile, the
+// mbarriers (full and empty by stage, turn by consumer, 8 bytes each)
+template <int NS> __host__ __device__ constexpr u32 ring_bytes() { return STAGES * (2 + NS) * SLAB; }
+template <int NS> __host__ __device__ constexpr u32 out_bytes() { return BM * out_pitch<NS>() * 2; }
+template <int NS> __host__ __device__ constexpr u32 smem_bytes() {
+    return ring_bytes<NS>() + CONSUMERS * out_bytes<NS>() + (2 * STAGES + CONSUMERS) * 8;
+}
+
+#define GEMM_SM90_ACC64(d)                                                                                           \
+    FLASH_SM90_ACC32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]),  \
+        "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]),     \
+        "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),     \
+        "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),     \
+        "+f"(d[63])
+#define GEMM_SM90_REGS64                                                                                             \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30," \
+    "%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,"   \
+    "%59,%60,%61,%62,%63}"
+
+// d (64 x 64 NS, f32) (+)= A B, both from shared memory; B transposed (MN-major) when B_MN
+template <typename E, int NS, int B_MN> struct Mma;
+#define GEMM_SM90_MMA(E, TY, B_MN)                                                                                    \
+    template <> struct Mma<E, 1, B_MN> {                                                                              \
+        static __device__ __forceinline__ void run(float *d, u64 a, u64 b, int acc) {                                \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASH_SM90_REGS32                \
+                         ", %32, %33, p, 1, 1, 0, " #B_MN ";\n}\n"                                                    \
+                         : FLASH_SM90_ACC32(d)                                                                        \
+                         : "l"(a), "l"(b), "r"(acc));                                                                 \
+        }                                                                                                             \
+    };                                                                                                                \
+    template <> struct Mma<E, 2, B_MN> {                                                                              \
+        static __device__ __forceinline__ void run(float *d, u64 a, u64 b, int acc) {                                \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " GEMM_SM90_REGS64                \
+                         ", %64, %65, p, 1, 1, 0, " #B_MN ";\n}\n"                                                    \
+                         : GEMM_SM90_ACC64(d)                                                                         \
+                         : "l"(a), "l"(b), "r"(acc));                                                                 \
+        }                                                                                                             \
+    };
+GEMM_SM90_MMA(__half, "f16", 0)
+GEMM_SM90_MMA(__half, "f16", 1)
+GEMM_SM90_MMA(__nv_bfloat16, "bf16", 0)
+GEMM_SM90_MMA(__nv_bfloat16, "bf16", 1)
+
+// ---- mbarriers (shared memory, 8 bytes each)
+__device__ __forceinline__ void bar_init(u32 bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void bar_wait(u32 bar, int phase) {
+    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
+                 "r"(phase)
+                 : "memory");
+}
+__device__ __forceinline__ void bar_arrive(u32 bar) {
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// arrives on `bar` once this thread's earlier cp.async copies have landed
+__device__ __forceinline__ void bar_arrive_copies(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// a barrier of one consumer warpgroup (ids 1, 2: 0 is __syncthreads)
+__device__ __forceinline__ void wg_sync(int consumer) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory"); }
+
+// 64 rows of 64 elements, row r at src + r * stride, into a swizzled slab, by one warp (16
+// copies a lane); rows at or past `rows` are zeros
+template <typename E>
+__device__ __forceinline__ void load_slab(E *slab, const E *src, long stride, int rows, int lane) {
+    const int r0 = lane >> 3, c = lane & 7;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int r = r0 + 4 * i;
+        const bool ok = r < rows;
+        flash::copy16(slab, (u32)(r * 128 + ((c ^ (r & 7)) << 4)), ok ? src + (long)r * stride + c * 8 : src, ok);
+    }
+}
+
+// The product, tile by tile: tile i is rows [128 (i / N_TILES), + 128) and the NS slabs
+// src.slab(i % N_TILES, s) points at (the slab's element at k = 0; src.ldb apart: rows of a
+// K-major slab, k rows of an MN-major one). The epilogue walks the elements of its own space,
+// rows of W: it gets the product rounded to E a unit of 8 columns at a time, at flat index
+// i0 of that space. Unpaired, a unit is 8 columns of one slab, v[0], the slabs side by side
+// (slab s of column block n at column 64 (NS n + s)); paired (NS = 2), 8 columns of slab 0
+// and the same 8 of slab 1, v[0] and v[1], at column 64 n. epi.load(i0, r) reads what the
+// fused ops need into its Regs, epi.store(i0, r, v) computes and stores; EPI_BATCH units'
+// loads are issued before their stores.
+template <typename E, int M, int K, int N_TILES, int NS, int B_MN, int W, int PAIRED, class Src, class Epi>
+__device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const Epi &epi) {
+    static_assert(K % BK == 0, "K in steps of 64");
+    static_assert(CONSUMERS == 2 && (!PAIRED || NS == 2), "two consumers; a pair is two slabs");
+    constexpr int KT = K / BK, TILES = (M + BM - 1) / BM * N_TILES;
+    constexpr u32 STAGE = (2 + NS) * SLAB;
+    extern __shared__ __align__(16) unsigned char gemm_smem[];
+    unsigned char *sm = flash_sm90::smem_base(gemm_smem, smem_bytes<NS>());
+    const u32 base = flash::smem_addr(sm);
+    const u32 full = base + ring_bytes<NS>() + CONSUMERS * out_bytes<NS>(), empty = full + 8 * STAGES;
+    const u32 turn = empty + 8 * STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            bar_init(full + 8 * s, 128); // the producer's threads, as their copies land
+            bar_init(empty + 8 * s, 4);  // the reading warpgroup's warps
+        }
+        for (int c = 0; c < CONSUMERS; c++) bar_init(turn + 8 * c, 4); // the other's warps
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp >= 4 * CONSUMERS) { // the producer's warpgroup: warp p copies slabs p, p + 4, ..
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        const int p = warp - 4 * CONSUMERS;
+        int it = 0;
+        for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+            const int m0 = tile / N_TILES * BM, n = tile % N_TILES, rows = M - m0;
+            const E *a0 = a + (long)m0 * lda;
+            for (int kt = 0; kt < KT; kt++, it++) {
+                const int s = it % STAGES;
+                bar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+                E *st = (E *)(sm + s * STAGE);
+#pragma unroll
+                for (int j = p; j < 2 + NS; j += 4) {
+                    E *slab = st + j * SLAB / sizeof(E);
+                    if (j < 2) { // A: rows 64 j .. 64 j + 63 of the tile
+                        load_slab(slab, a0 + 64 * j * lda + kt * BK, lda, rows - 64 * j, lane);
+                    } else {
+                        const E *b = src.slab(n, j - 2) + (B_MN ? (long)kt * BK * src.ldb : (long)kt * BK);
+                        load_slab(slab, b, src.ldb, 64, lane);
+                    }
+                }
+                bar_arrive_copies(full + 8 * s);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    const int consumer = warp >> 2, w = warp & 3, g = lane >> 2, t = lane & 3;
+    E *cs = (E *)(sm + ring_bytes<NS>() + consumer * out_bytes<NS>());
+    constexpr int P = out_pitch<NS>();
+    for (int j = consumer, tile = blockIdx.x + consumer * gridDim.x; tile < TILES;
+         j += CONSUMERS, tile += CONSUMERS * gridDim.x) {
+        const int m0 = tile / N_TILES * BM, n = tile % N_TILES;
+        if (j > 0) bar_wait(turn + 8 * consumer, ((j - 1) / CONSUMERS) & 1); // the tile before is in
+        float d[2][32 * NS]; // rows 0-63 and 64-127 of the tile (the first product sets them)
+#pragma unroll
+        for (int i = 0; i < 32 * NS; i++) d[0][i] = d[1][i] = 0.0f;
+        for (int kt = 0; kt < KT; kt++) {
+            const int it = j * KT + kt, s = it % STAGES;
+            bar_wait(full + 8 * s, (it / STAGES) & 1);
+            if (kt == KT - 1 && lane == 0) bar_arrive(turn + 8 * (consumer ^ 1)); // the next tile's turn
+            flash_sm90::fence_async_smem(); // cp.async wrote it; the tensor cores read it
+            const u32 st = base + s * STAGE;
+            flash_sm90::fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                // K-major B: the NS slabs are 64 NS rows, 8-row atoms 1024 bytes apart;
+                // MN-major: a slab is one atom wide (8192 bytes to the next), and k moves on 16
+                // rows (2048 bytes) a step
+                const u64 db = B_MN ? flash_sm90::desc(st + 2 * SLAB + kk * 2048, SLAB, 1024)
+                                    : flash_sm90::desc_k(st + 2 * SLAB + kk * 32);
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    Mma<E, NS, B_MN>::run(d[h], flash_sm90::desc_k(st + h * SLAB + kk * 32), db, kt > 0 || kk > 0);
+            }
+            flash_sm90::commit();
+            // the previous stage's products are done: hand it back
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            if (kt > 0 && lane == 0) bar_arrive(empty + 8 * ((it - 1) % STAGES));
+        }
+        flash_sm90::wait_all();
+        if (lane == 0) bar_arrive(empty + 8 * ((j * KT + KT - 1) % STAGES));
+
+        // the product rounded to E into this consumer's tile, then out a row chunk at a time
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = h * 64 + w * 16 + g;
+#pragma unroll
+            for (int q = 0; q < 8 * NS; q++) {
+                *(u32 *)(cs + r * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q], d[h][4 * q + 1]);
+                *(u32 *)(cs + (r + 8) * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3]);
+            }
+        }
+        wg_sync(consumer);
+        // unit q of the tile: row q / (8 US), chunk q % (8 US) of the row's US units
+        constexpr int US = PAIRED ? 1 : NS, UNITS = BM * 8 * US, UPER = PAIRED ? 2 : 1;
+#pragma unroll 1
+        for (int q0 = threadIdx.x & 127; q0 < UNITS; q0 += 128 * EPI_BATCH) {
+            typename Epi::Regs regs[EPI_BATCH];
+            long i0[EPI_BATCH];
+            int r[EPI_BATCH], sc[EPI_BATCH];
+#pragma unroll
+            for (int b = 0; b < EPI_BATCH; b++) {
+                const int q = q0 + 128 * b, u = q % (8 * US);
+                r[b] = q / (8 * US);
+                sc[b] = u * 8; // the unit's column in the rounded tile
+                const int col = PAIRED ? n * 64 + u * 8 : n * 64 * NS + u * 8;
+                i0[b] = (long)(m0 + r[b]) * W + col;
+                if (q < UNITS && m0 + r[b] < M) epi.load(i0[b], regs[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < EPI_BATCH; b++) {
+                if (q0 + 128 * b >= UNITS || m0 + r[b] >= M) continue;
+                float v[UPER][8];
+#pragma unroll
+                for (int s = 0; s < UPER; s++) {
+                    const uint4 raw = *(const uint4 *)(cs + r[b] * P + sc[b] + s * 64);
+                    const u32 w4[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const float2 f = flash::unpack<E>(w4[k]);
+                        v[s][2 * k] = f.x;
+                        v[s][2 * k + 1] = f.y;
+                    }
+                }
+                epi.store(i0[b], regs[b], v);
+            }
+        }
+        wg_sync(consumer); // the tile is read: the next one may be written
+    }
+}
+
+} // namespace gemm_sm90
+#endif
+
+// The same epilogue where there is no sm_90a kernel: cuBLASLt wrote the product (rows ldp
+// apart) and this pass reads it back, a unit a thread (as gemm_sm90::gemm's epilogue).
+namespace gemm_epilogue {
+template <typename E, int M, int W, int PAIRED, class Epi>
+__device__ __forceinline__ void from_memory(const E *prod, long ldp, const Epi &epi) {
+    constexpr long UNITS = (long)M * (W / 8);
+    for (long q = (long)blockIdx.x * blockDim.x + threadIdx.x; q < UNITS; q += (long)gridDim.x * blockDim.x) {
+        const long row = q / (W / 8), col = q % (W / 8) * 8, i0 = row * W + col;
+        typename Epi::Regs regs;
+        epi.load(i0, regs);
+        float v[PAIRED ? 2 : 1][8];
+        ldv(prod, row * ldp + col, v[0]);
+        if (PAIRED) ldv(prod, row * ldp + W + col, v[PAIRED]);
+        epi.store(i0, regs, v);
+    }
+}
+} // namespace gemm_epilogue
