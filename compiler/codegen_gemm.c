@@ -17,7 +17,7 @@
 
 #include "codegen_internal.h"
 
-enum { GEMM_BLOCK = 384, GEMM_STAGES = 5, GEMM_SLAB = 8192, GEMM_BM = 128 };
+enum { GEMM_BLOCK = 384, GEMM_STAGES = 4, GEMM_SLAB = 8192, GEMM_BM = 128 };
 
 /* a slice of the last dim of `of` (axis 1: a slice's axis is the first or the last dim),
  * `cols` wide from column `begin` */
@@ -91,9 +91,9 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
 }
 
 int64_t gemm_epilogue_smem(void) {
-    /* the ring of A and two B slabs, two consumers' rounded half tiles, the mbarriers, and the
+    /* the ring of A and two B slabs, two consumers' rounded tiles, the mbarriers, and the
      * slack for the 1024-byte alignment (gemm_sm90::smem_bytes<2>) */
-    return GEMM_STAGES * 4 * GEMM_SLAB + 2 * 64 * (2 * 64 + 8) * 2 + (2 * GEMM_STAGES + 2) * 8 + 1024;
+    return GEMM_STAGES * 4 * GEMM_SLAB + 2 * GEMM_BM * (2 * 64 + 8) * 2 + (2 * GEMM_STAGES + 2) * 8 + 1024;
 }
 
 static GemmEpilogue epilogue_of(Gen *G) {

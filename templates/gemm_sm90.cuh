@@ -28,18 +28,18 @@ namespace gemm_sm90 {
 using flash::u32;
 using flash_sm90::u64;
 
-constexpr int BM = 128, BK = 64, STAGES = 5, CONSUMERS = 2;
+constexpr int BM = 128, BK = 64, STAGES = 4, CONSUMERS = 2;
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // the producer's warpgroup last
 // registers a thread: what the producer warpgroup gives up the consumers take (of 65536)
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
 constexpr u32 SLAB = 8192;                    // 64 rows of 128 bytes: a swizzled 64 x 64 tile
 constexpr int EPI_BATCH = 4;                  // row chunks whose loads are in flight together
-// the row pitch of a consumer's rounded rows, in elements: rows 16 bytes off the banks
+// the row pitch of a consumer's rounded tile, in elements: rows 16 bytes off the banks
 template <int NS> __host__ __device__ constexpr int out_pitch() { return NS * 64 + 8; }
 // shared memory from a 1024-byte boundary: the ring, each consumer's rounded tile, the
 // mbarriers (full and empty by stage, turn by consumer, 8 bytes each)
 template <int NS> __host__ __device__ constexpr u32 ring_bytes() { return STAGES * (2 + NS) * SLAB; }
-template <int NS> __host__ __device__ constexpr u32 out_bytes() { return 64 * out_pitch<NS>() * 2; } // half a tile
+template <int NS> __host__ __device__ constexpr u32 out_bytes() { return BM * out_pitch<NS>() * 2; }
 template <int NS> __host__ __device__ constexpr u32 smem_bytes() {
     return ring_bytes<NS>() + CONSUMERS * out_bytes<NS>() + (2 * STAGES + CONSUMERS) * 8;
 }
@@ -210,55 +210,52 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
         flash_sm90::wait_all();
         if (lane == 0) bar_arrive(empty + 8 * ((j * KT + KT - 1) % STAGES));
 
-        // the product rounded to E into this consumer's shared rows, a half tile (64 rows) at a
-        // time, then out 8 columns of a row (a unit) at a time
-        constexpr int US = PAIRED ? 1 : NS, UNITS = 64 * 8 * US, UPER = PAIRED ? 2 : 1;
+        // the product rounded to E into this consumer's tile, then out a row chunk at a time
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            {
-                const int r = w * 16 + g;
+            const int r = h * 64 + w * 16 + g;
 #pragma unroll
-                for (int q = 0; q < 8 * NS; q++) {
-                    *(u32 *)(cs + r * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q], d[h][4 * q + 1]);
-                    *(u32 *)(cs + (r + 8) * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3]);
-                }
+            for (int q = 0; q < 8 * NS; q++) {
+                *(u32 *)(cs + r * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q], d[h][4 * q + 1]);
+                *(u32 *)(cs + (r + 8) * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3]);
             }
-            wg_sync(consumer);
-            // unit q of the half: row q / (8 US), chunk q % (8 US) of the row's US units
-#pragma unroll 1
-            for (int q0 = threadIdx.x & 127; q0 < UNITS; q0 += 128 * EPI_BATCH) {
-                typename Epi::Regs regs[EPI_BATCH];
-                long i0[EPI_BATCH];
-                int r[EPI_BATCH], sc[EPI_BATCH];
-#pragma unroll
-                for (int b = 0; b < EPI_BATCH; b++) {
-                    const int q = q0 + 128 * b, u = q % (8 * US);
-                    r[b] = q / (8 * US);
-                    sc[b] = u * 8; // the unit's column in the rounded rows
-                    const int col = PAIRED ? n * 64 + u * 8 : n * 64 * NS + u * 8;
-                    i0[b] = (long)(m0 + 64 * h + r[b]) * W + col;
-                    if (q < UNITS && m0 + 64 * h + r[b] < M) epi.load(i0[b], regs[b]);
-                }
-#pragma unroll
-                for (int b = 0; b < EPI_BATCH; b++) {
-                    if (q0 + 128 * b >= UNITS || m0 + 64 * h + r[b] >= M) continue;
-                    float v[UPER][8];
-#pragma unroll
-                    for (int s = 0; s < UPER; s++) {
-                        const uint4 raw = *(const uint4 *)(cs + r[b] * P + sc[b] + s * 64);
-                        const u32 w4[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-                        for (int k = 0; k < 4; k++) {
-                            const float2 f = flash::unpack<E>(w4[k]);
-                            v[s][2 * k] = f.x;
-                            v[s][2 * k + 1] = f.y;
-                        }
-                    }
-                    epi.store(i0[b], regs[b], v);
-                }
-            }
-            wg_sync(consumer); // the rows are read: the next ones may be written
         }
+        wg_sync(consumer);
+        // unit q of the tile: row q / (8 US), chunk q % (8 US) of the row's US units
+        constexpr int US = PAIRED ? 1 : NS, UNITS = BM * 8 * US, UPER = PAIRED ? 2 : 1;
+#pragma unroll 1
+        for (int q0 = threadIdx.x & 127; q0 < UNITS; q0 += 128 * EPI_BATCH) {
+            typename Epi::Regs regs[EPI_BATCH];
+            long i0[EPI_BATCH];
+            int r[EPI_BATCH], sc[EPI_BATCH];
+#pragma unroll
+            for (int b = 0; b < EPI_BATCH; b++) {
+                const int q = q0 + 128 * b, u = q % (8 * US);
+                r[b] = q / (8 * US);
+                sc[b] = u * 8; // the unit's column in the rounded tile
+                const int col = PAIRED ? n * 64 + u * 8 : n * 64 * NS + u * 8;
+                i0[b] = (long)(m0 + r[b]) * W + col;
+                if (q < UNITS && m0 + r[b] < M) epi.load(i0[b], regs[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < EPI_BATCH; b++) {
+                if (q0 + 128 * b >= UNITS || m0 + r[b] >= M) continue;
+                float v[UPER][8];
+#pragma unroll
+                for (int s = 0; s < UPER; s++) {
+                    const uint4 raw = *(const uint4 *)(cs + r[b] * P + sc[b] + s * 64);
+                    const u32 w4[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const float2 f = flash::unpack<E>(w4[k]);
+                        v[s][2 * k] = f.x;
+                        v[s][2 * k + 1] = f.y;
+                    }
+                }
+                epi.store(i0[b], regs[b], v);
+            }
+        }
+        wg_sync(consumer); // the tile is read: the next one may be written
     }
 }
 
