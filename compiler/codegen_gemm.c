@@ -90,7 +90,7 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
     return NULL;
 }
 
-int64_t gemm_epilogue_smem(void) {
+static int64_t gemm_epilogue_smem(void) {
     /* the ring of A and two B slabs, two consumers' rounded tiles, the mbarriers, and the
      * slack for the 1024-byte alignment (gemm_sm90::smem_bytes<2>) */
     return GEMM_STAGES * 4 * GEMM_SLAB + 2 * GEMM_BM * (2 * 64 + 8) * 2 + (2 * GEMM_STAGES + 2) * 8 + 1024;

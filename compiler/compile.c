@@ -52,9 +52,9 @@ typedef struct Compile {
 static void run_frontend(Compile *c) {
     c->r.g = frontend_load(&c->opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s", !c->opt->no_fusion, c->remat,
+    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s%s", !c->opt->no_fusion, c->remat,
                               c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge,
-                              c->opt->no_dw_add ? " dw_add=0" : c->opt->gemm_epilogues ? " epilogues=1" : "");
+                              c->opt->no_dw_add ? " dw_add=0" : "", c->opt->gemm_epilogues ? " epilogues=1" : "");
     char *hash = plan_hash(c->r.g, options); /* of the sources (the frontend's hash) and the options */
     free(c->r.g->hash);
     c->r.g->hash = hash;

@@ -12,7 +12,6 @@
 #include "util.h"
 
 typedef struct Epi {
-    Graph *g;
     Program *p;
     Node **by_id;
     int **cons; /* consumers by node id */
@@ -22,40 +21,43 @@ typedef struct Epi {
     int *stack;
 } Epi;
 
-/* the kernels that read node n, through views too: out[] (with repeats), returns the count */
-static int reader_groups(const Epi *e, const Node *n, int *out, int n_out, int cap) {
+/* a list of kernels */
+typedef struct Groups {
+    int *at;
+    int n, cap;
+} Groups;
+
+/* appends the kernels that read node n, through views too (with repeats) */
+static void reader_groups(const Epi *e, const Node *n, Groups *out) {
     for (int c = 0; c < e->n_cons[n->id]; c++) {
         const Node *r = e->by_id[e->cons[n->id][c]];
-        if (node_is_view(r)) n_out = reader_groups(e, r, out, n_out, cap);
-        else if (r->group >= 0 && n_out < cap) out[n_out++] = r->group;
+        if (node_is_view(r)) reader_groups(e, r, out);
+        else if (r->group >= 0) vec_push(out->at, out->n, out->cap, r->group);
     }
-    return n_out;
 }
-
-enum { MAX_READERS = 4096 };
 
 /* some kernel other than `from` and `to` is downstream of `from` and upstream of `to`:
  * the two as one kernel would depend on itself */
 static int path_through_other(Epi *e, int from, int to) {
-    static int rd[MAX_READERS];
     memset(e->seen, 0, (size_t)e->p->n_groups);
-    int sp = 0;
+    int sp = 0, found = 0;
     e->seen[from] = e->seen[to] = 1;
     e->stack[sp++] = from;
-    while (sp) {
+    Groups rd = {0};
+    while (sp && !found) {
         int x = e->stack[--sp];
         const Group *gr = e->p->groups[x];
-        for (int i = 0; i < gr->n_nodes; i++) {
-            int n = reader_groups(e, gr->nodes[i], rd, 0, MAX_READERS);
-            for (int k = 0; k < n; k++) {
-                if (rd[k] == to && x != from) return 1;
-                if (e->seen[rd[k]]) continue;
-                e->seen[rd[k]] = 1;
-                e->stack[sp++] = rd[k];
-            }
+        rd.n = 0;
+        for (int i = 0; i < gr->n_nodes; i++) reader_groups(e, gr->nodes[i], &rd);
+        for (int k = 0; k < rd.n && !found; k++) {
+            found = rd.at[k] == to && x != from;
+            if (e->seen[rd.at[k]]) continue;
+            e->seen[rd.at[k]] = 1;
+            e->stack[sp++] = rd.at[k];
         }
     }
-    return 0;
+    free(rd.at);
+    return found;
 }
 
 static int by_position(const Epi *e, const Node *a, const Node *b) { return e->pos[a->id] - e->pos[b->id]; }
@@ -82,7 +84,7 @@ static int try_join(Epi *e, int ga, int h, unsigned reference) {
 }
 
 void pass_epilogue(Graph *g, Program *p, unsigned reference) {
-    Epi e = {g, p, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    Epi e = {p, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int ids = g->next_id;
     e.by_id = xcalloc((size_t)ids, sizeof *e.by_id);
     e.cons = xcalloc((size_t)ids, sizeof *e.cons);
@@ -100,13 +102,15 @@ void pass_epilogue(Graph *g, Program *p, unsigned reference) {
             vec_push(e.cons[x], e.n_cons[x], e.cap_cons[x], n->id);
         }
     }
-    static int rd[MAX_READERS];
+    Groups rd = {0};
     for (int i = 0; i < p->n_groups; i++) {
         Group *gr = p->groups[i];
         if (gr->kind != GK_GEMM || gr->n_nodes != 1) continue;
-        int n = reader_groups(&e, gr->anchor, rd, 0, MAX_READERS);
-        for (int k = 0; k < n && !try_join(&e, i, rd[k], reference); k++) {}
+        rd.n = 0;
+        reader_groups(&e, gr->anchor, &rd);
+        for (int k = 0; k < rd.n && !try_join(&e, i, rd.at[k], reference); k++) {}
     }
+    free(rd.at);
     program_drop_empty_groups(p);
     for (int i = 0; i < ids; i++) free(e.cons[i]);
     free(e.by_id), free(e.cons), free(e.n_cons), free(e.cap_cons), free(e.pos), free(e.seen), free(e.stack);
