@@ -24,7 +24,7 @@ SRC     := $(filter-out compiler/main.c,$(wildcard $(addsuffix /*.c,$(MODULES)))
 # stands in for the cuda backend and NVRTC, which then say they are absent.
 ifeq ($(wildcard $(CUDA)/include/cuda_runtime.h),)
 override CFLAGS += -DMMC_NO_CUDA
-SRC     := $(filter-out runtime/cuda_backend.c runtime/nvrtc_compile.c,$(SRC))
+SRC     := $(filter-out runtime/cuda_backend.c runtime/nvrtc_compile.c runtime/tensor_map.c,$(SRC))
 else
 override LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lnvrtc -lcudart -lcublasLt
 endif

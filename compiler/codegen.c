@@ -198,11 +198,14 @@ static char *wide_load(Gen *G, const Node *x, const char *idx) {
     if (G->regs) {
         if (!G->wloaded[x->id]) {
             G->wloaded[x->id] = 1;
-            sb_printf(&G->wdecls, "        %s L%d[8];\n", G->R, x->id);
-            if (!strcmp(idx, "0")) sb_printf(&G->wloads, "%sldv1(%s, r.L%d);\n", G->wind, ptr(G, x), x->id);
-            else sb_printf(&G->wloads, "%sldv(%s, i0%s, r.L%d);\n", G->wind, ptr(G, x), idx + 1, x->id);
+            /* Regs keep the loaded bytes; store() converts them (sdecls) */
+            const char *T = dtype_cuda(x->dtype);
+            if (!strcmp(idx, "0")) die("internal error: %s: a broadcast operand in a GEMM epilogue", node_label(x));
+            sb_printf(&G->wdecls, "        MmcRaw<%s> L%d;\n", T, x->id);
+            sb_printf(&G->wloads, "%sldraw(%s, i0%s, r.L%d);\n", G->wind, ptr(G, x), idx + 1, x->id);
+            sb_printf(&G->sdecls, "        %s L%d[8];\n        ldv((const %s *)r.L%d.w, 0, L%d);\n", G->R, x->id, T, x->id, x->id);
         }
-        return xasprintf("r.L%d[k]", x->id);
+        return xasprintf("L%d[k]", x->id);
     }
     if (!G->wloaded[x->id]) {
         G->wloaded[x->id] = 1;

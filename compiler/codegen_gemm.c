@@ -91,9 +91,10 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
 }
 
 static int64_t gemm_epilogue_smem(void) {
-    /* the ring of A and two B slabs, two consumers' rounded tiles, the mbarriers, and the
-     * slack for the 1024-byte alignment (gemm_sm90::smem_bytes<2>) */
-    return GEMM_STAGES * 4 * GEMM_SLAB + 2 * GEMM_BM * (2 * 64 + 8) * 2 + (2 * GEMM_STAGES + 2) * 8 + 1024;
+    /* the ring of A and two B slabs, two consumers' rounded tiles (two slabs of 128-byte
+     * rows each), the mbarriers, and the slack for the 1024-byte alignment
+     * (gemm_sm90::smem_bytes<2>) */
+    return GEMM_STAGES * 4 * GEMM_SLAB + 2 * 2 * GEMM_BM * 128 + (2 * GEMM_STAGES + 2) * 8 + 1024;
 }
 
 static GemmEpilogue epilogue_of(Gen *G) {
@@ -140,7 +141,7 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     G->uses_gemm = 1;
 
     /* the epilogue: loads into Regs r, the product as v[u][k] */
-    StrBuf body = {0}, head = {0}, pstores = {0};
+    StrBuf body = {0}, head = {0};
     const Node *prod[2] = {e.paired ? e.half[0] : a, e.paired ? e.half[1] : NULL};
     for (int u = 0; u < (e.paired ? 2 : 1); u++) {
         sb_printf(&head, "            const float v%d = v[%d][k]; // %s\n", prod[u]->id, u, node_label(prod[u]));
@@ -152,20 +153,14 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     G->regs = 0;
     char *loads, *stores;
     wide_end(G, &loads, &stores);
-    int store_product = gemm_product_kept(G->g, gr);
-    for (int u = 0; u < (e.paired ? 2 : 1) && store_product; u++)
-        sb_printf(&pstores, "        stv(%s, i0, v[%d]);\n", ptr(G, prod[u]), u);
     char *epi_ptrs = G->ptrs.s ? xstrdup(G->ptrs.s) : xstrdup("");
     sb_free(&G->ptrs);
     memset(G->declared, 0, (size_t)G->g->next_id);
 
     const char *E = dtype_cuda(a->dtype);
-    char *pa = xstrdup(ptr_raw(G, s.a)), *pb = xstrdup(ptr_raw(G, s.b)), *pp = xstrdup(ptr_raw(G, a));
-    char *col = e.paired ? xasprintf("s * %lldL + n * 64", (long long)(e.n / 2)) : xstrdup("n * 128L + s * 64");
-    char *slab = e.b_mn ? xasprintf("w + (%s)", col) : xasprintf("w + (%s) * ldb", col);
-    free(col);
+    char *pp = xstrdup(ptr_raw(G, a));
     const Node *rows[] = {s.a, s.b, a};
-    for (int i = 0; i < 3; i++) /* the kernel copies and stores 16 bytes at a time */
+    for (int i = 0; i < 3; i++) /* tensor maps take 16-byte row strides; the stores are 16 bytes */
         if (node_row_stride(rows[i]) % 8 || rows[i]->offset % 16)
             die("internal error: %s: %s's rows are not 16-byte aligned", gr->kernel, node_label(rows[i]));
 
@@ -180,9 +175,8 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     key(&ks, "UNITS", "%d", e.paired ? 2 : 1);
     key(&ks, "HEAD", "%s", head.s ? head.s : "");
     key(&ks, "BODY", "%s", body.s ? body.s : "");
-    key(&ks, "PRODUCT_STORES", "%s", pstores.s ? pstores.s : "");
+    key(&ks, "KEEP", "%d", gemm_product_kept(G->g, gr));
     key(&ks, "STORES", "%s", stores);
-    key(&ks, "SLAB", "%s", slab);
     key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
     key(&ks, "M", "%lld", (long long)e.m);
     key(&ks, "K", "%lld", (long long)e.k);
@@ -190,13 +184,9 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     key(&ks, "B_MN", "%d", e.b_mn);
     key(&ks, "W", "%lld", (long long)e.width);
     key(&ks, "PAIRED", "%d", e.paired);
-    key(&ks, "A", "%s", pa);
-    key(&ks, "LDA", "%lld", (long long)node_row_stride(s.a));
-    key(&ks, "B", "%s", pb);
-    key(&ks, "LDB", "%lld", (long long)node_row_stride(s.b));
     key(&ks, "PROD", "%s", pp);
     key(&ks, "LDP", "%lld", (long long)node_row_stride(a));
     render(o, gr->tmpl, &ks);
-    sb_free(&body), sb_free(&head), sb_free(&pstores), sb_free(&G->wdecls), sb_free(&G->sdecls);
-    free(loads), free(stores), free(epi_ptrs), free(pa), free(pb), free(pp), free(slab);
+    sb_free(&body), sb_free(&head), sb_free(&G->wdecls), sb_free(&G->sdecls);
+    free(loads), free(stores), free(epi_ptrs), free(pp);
 }

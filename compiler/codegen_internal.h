@@ -29,8 +29,9 @@ typedef struct Gen {
      * and the arrays are declared once in wdecls. */
     int runs;
     StrBuf wdecls;
-    /* Wide mode into a GEMM's epilogue (codegen_gemm.c): a value read is r.L<id>[k], its
-     * array declared in wdecls (the Regs struct), and the store arrays in sdecls. */
+    /* Wide mode into a GEMM's epilogue (codegen_gemm.c): a value read is L<id>[k], its bytes
+     * r.L<id> (declared in wdecls, the Regs struct), converted in sdecls with the store
+     * arrays. */
     int regs;
     StrBuf sdecls;
 } Gen;

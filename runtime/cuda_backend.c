@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "nvrtc_compile.h"
+#include "tensor_map.h"
 #include "util.h"
 
 #define CUDA_CHECK(call, what)                                                                   \
@@ -66,6 +67,7 @@ typedef struct Cuda {
     int sm90a;            /* kernels.cu is compiled for sm_90a: a GEMM with an epilogue is one
                              kernel (templates/gemm_sm90.cuh), else cuBLASLt and the epilogue */
     Gemm *gemm;           /* by group */
+    TensorMap (*maps)[3]; /* by group: A's, B's and the product's tensor maps, for a GEMM with an epilogue */
     cublasLtHandle_t lt;
     void *workspace;
     cudaGraphExec_t graph[2]; /* by phase, once captured */
@@ -267,6 +269,20 @@ static void run_gemm(Cuda *c, Gemm *g, cudaStream_t s) {
              node_label(g->out));
 }
 
+/* The tensor maps of a GEMM with an epilogue on sm_90a (templates/gemm_sm90.cuh): A [m, k]
+ * in boxes of 128 rows x 64, B [n, k] (K-major) or [k, n] (MN-major) in boxes of 64 x 64,
+ * the product [m, n] in boxes of 128 x 64 (made whether or not the kernel stores it). */
+static void make_maps(Cuda *c, const Group *gr, TensorMap maps[3]) {
+    GemmShape s = gemm_shape(gr->anchor);
+    DType t = gr->anchor->dtype;
+    const char *why = tensor_map_2d(&maps[0], t, dptr(c, s.a), s.m, s.k, node_row_stride(s.a), 128, 64);
+    if (!why)
+        why = s.trans_b ? tensor_map_2d(&maps[1], t, dptr(c, s.b), s.n, s.k, node_row_stride(s.b), 64, 64)
+                        : tensor_map_2d(&maps[1], t, dptr(c, s.b), s.k, s.n, node_row_stride(s.b), 64, 64);
+    if (!why) why = tensor_map_2d(&maps[2], t, dptr(c, gr->anchor), s.m, s.n, node_row_stride(gr->anchor), 128, 64);
+    if (why) die("cuda: %s: %s", gr->kernel, why);
+}
+
 /* one group of the schedule, queued on stream `s` */
 static void launch_group(Cuda *c, int index, cudaStream_t s) {
     Group *gr = c->base.pl->p->groups[index];
@@ -274,14 +290,14 @@ static void launch_group(Cuda *c, int index, cudaStream_t s) {
         /* persistent: a block a multiprocessor at most, each walking its tiles */
         int sms = c->prop.multiProcessorCount;
         dim3 grid = {(unsigned)(gr->grid < sms ? gr->grid : sms), 1, 1}, block = {(unsigned)gr->block, 1, 1};
-        void *args[] = {c->buf};
+        void *args[] = {c->buf, &c->maps[index][0], &c->maps[index][1], &c->maps[index][2]};
         CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, (size_t)gr->smem, s), gr->kernel);
     } else if (gr->kind == GK_GEMM) {
         if (!c->gemm[index].tuned) tune_gemm(c, &c->gemm[index]);
         run_gemm(c, &c->gemm[index], s);
         if (gr->n_nodes > 1) { /* the epilogue from the product cuBLASLt stored, grid-stride */
             dim3 grid = {(unsigned)gr->grid, 1, 1}, block = {(unsigned)gr->block, 1, 1};
-            void *args[] = {c->buf};
+            void *args[] = {c->buf, &c->maps[index][0], &c->maps[index][1], &c->maps[index][2]}; /* the maps unread */
             CUDA_CHECK(cudaLaunchKernel((const void *)c->kernel[index], grid, block, args, 0, s), gr->kernel);
         }
     } else {
@@ -528,7 +544,7 @@ static void cuda_destroy(Backend *b) {
     free(c->lib);
     cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
-    free(c->kernel), free(c->gemm), free(c);
+    free(c->kernel), free(c->gemm), free(c->maps), free(c);
 }
 
 /* The carried buffers change hands only between runs: `from`'s streams are drained, and this
@@ -641,6 +657,8 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     Program *p = pl->p;
     c->kernel = xcalloc((size_t)p->n_groups, sizeof *c->kernel);
     c->gemm = xcalloc((size_t)p->n_groups, sizeof *c->gemm);
+    c->maps = aligned_alloc(64, (size_t)p->n_groups * sizeof *c->maps);
+    memset(c->maps, 0, (size_t)p->n_groups * sizeof *c->maps);
     LT_CHECK(cublasLtCreate(&c->lt), "handle");
     for (int i = 0; i < BUF_COUNT; i++) {
         CUDA_CHECK(cudaMalloc((void **)&c->buf[i], (size_t)p->buffer_bytes[i] + 256), buffer_name(i));
@@ -652,6 +670,7 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
         if (gr->kind == GK_GEMM) {
             make_gemm(c, &c->gemm[i], gr->anchor);
             if (gr->n_nodes == 1) continue;
+            if (c->sm90a) make_maps(c, gr, c->maps[i]);
         }
         int unit = kernel_unit(&units, gr->kernel);
         if (unit < 0) die("%s: no kernel %s, which the plan launches", name, gr->kernel);

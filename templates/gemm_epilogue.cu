@@ -1,9 +1,11 @@
 // A GEMM and the elementwise ops that read its product, in one kernel: on sm_90a the
 // persistent wgmma GEMM of gemm_sm90.cuh, whose epilogue is {{NAME}}_epi; elsewhere the
 // epilogue alone, reading the product cuBLASLt wrote. The epilogue walks its space 8
-// elements (a unit) at a time: load() reads its operands into Regs, store() computes and
-// stores, with the product's units in v. Each method declares every pointer of the kernel
-// and uses some, as each branch of the kernel does: no warning for the others.
+// elements (a unit) at a time: load() reads its operands' bytes into Regs (16 or 32 bytes
+// each, as loaded: fewer registers than their values, so more loads are in flight),
+// store() converts them, computes and stores, with the product's units in v. Each method
+// declares every pointer of the kernel and uses some, as each branch of the kernel does: no
+// warning for the others.
 #pragma nv_diagnostic push
 #pragma nv_diag_suppress 177
 struct {{NAME}}_epi {
@@ -24,20 +26,18 @@ struct {{NAME}}_epi {
 {{HEAD}}
 {{BODY}}
         }
-{{PRODUCT_STORES}}
 {{STORES}}
     }
 };
-// B's slab s of column block n, at k = 0
-struct {{NAME}}_src {
-    const {{E}} *w;
-    long ldb;
-    __device__ __forceinline__ const {{E}} *slab(int n, int s) const { return {{SLAB}}; }
-};
-extern "C" __global__ void __launch_bounds__({{BLOCK}}, 1) {{NAME}}(const MmcBuffers b) {
+// ta, tb and tp: the tensor maps of A, B and the product (runtime/tensor_map.c), by which
+// the sm_90a kernel copies its tiles in and the product out (where it is kept); the epilogue
+// alone does not read them: cuBLASLt stored the product
+extern "C" __global__ void __launch_bounds__({{BLOCK}}, 1)
+    {{NAME}}(const MmcBuffers b, const __grid_constant__ MmcTensorMap ta, const __grid_constant__ MmcTensorMap tb,
+             const __grid_constant__ MmcTensorMap tp) {
 {{POINTERS}}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    gemm_sm90::gemm<{{E}}, {{M}}, {{K}}, {{N_TILES}}, 2, {{B_MN}}, {{W}}, {{PAIRED}}>({{A}}, {{LDA}}L, {{NAME}}_src{ {{B}}, {{LDB}}L}, {{NAME}}_epi{b});
+    gemm_sm90::gemm<{{E}}, {{M}}, {{K}}, {{N_TILES}}, 2, {{B_MN}}, {{W}}, {{PAIRED}}, {{KEEP}}>(&ta, &tb, &tp, {{NAME}}_epi{b});
 #else
     gemm_epilogue::from_memory<{{E}}, {{M}}, {{W}}, {{PAIRED}}>({{PROD}}, {{LDP}}L, {{NAME}}_epi{b});
 #endif

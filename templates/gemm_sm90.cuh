@@ -4,24 +4,43 @@
 // backward reads dh from shared memory, and dh is never stored). Included after
 // flash_attention_sm90.cuh, whose descriptors, fences and copies it shares.
 //
-// out[M, N] = A[M, K] B with f32 accumulators. A is K-major (rows of K, `lda` apart). B is
-// read in slabs of 64 output columns, a 64 x 64 tile per 64-deep k step:
+// out[M, N] = A[M, K] B with f32 accumulators. A is K-major: a [M, K] matrix. B is read in
+// slabs of 64 output columns, a 64 x 64 tile per 64-deep k step:
 //  - K-major (B_MN = 0): the slab is 64 rows of a [N, K] weight (nn.Linear's y = x W^T);
 //  - MN-major (B_MN = 1): 64 columns of a [K, N] matrix (dx = dy W).
-// A tile is 128 rows x NS slabs; which slabs is the source's business: SwiGLU's forward
-// pairs gate slab j with up slab j, so the epilogue sees gate and up of the same elements.
+// A tile is 128 rows x NS slabs. Unpaired, tile n's slabs are the columns from 64 NS n on;
+// paired (SwiGLU's forward), slab s of tile n is half s's columns from 64 n on, so the
+// epilogue sees gate and up of the same elements.
 //
 // The kernel is persistent and warp-specialized, as Hopper GEMMs are. A block holds a
-// producer warpgroup, each of its warps copying a slab of every stage (one warp issuing
-// them all would be the bottleneck: a warp's copies go through one quarter of the SM), and
-// two consumer warpgroups. The producer copies tiles with cp.async into a
-// ring of STAGES stages, each with a `full` mbarrier (the copies landed) and an `empty` one
-// (its reader is done). The consumers take the block's tiles in turn (0, 2, 4, .. and 1, 3,
+// producer warpgroup, of which one thread issues the copies, and two consumer warpgroups.
+// The copies are the Tensor Memory Accelerator's (cp.async.bulk.tensor): a stage is one
+// 128 x 64 box of A and NS 64 x 64 boxes of B, described by the tensor maps the runtime
+// makes (runtime/tensor_map.c), landing already swizzled, rows past M as zeros, with no
+// thread of the block spent on addresses. They fill a ring of STAGES stages, each with a
+// `full` mbarrier (its bytes landed: the copies count them) and an `empty` one (its reader
+// is done). The consumers take the block's tiles in turn (0, 2, 4, .. and 1, 3,
 // 5, ..): while one runs its epilogue (rounding, the fused ops, the stores), the other keeps
 // the tensor cores busy. They take turns at the main loop too (a `turn` mbarrier each),
 // which also keeps a consumer from waiting on a stage two uses ahead, where a parity wait
 // could not tell the uses apart. Tiles are 128-byte rows with the 128-byte swizzle, as in
 // flash_attention_sm90.cuh.
+
+// a CUtensorMap as a kernel receives it (NVRTC has no cuda.h): 128 opaque bytes
+struct __align__(64) MmcTensorMap {
+    unsigned long long opaque[16];
+};
+// the bytes of 8 consecutive elements as loaded (an epilogue's Regs): ldv converts them
+template <typename T> struct MmcRaw {
+    uint4 w[sizeof(T) / 2];
+};
+template <typename T> __device__ __forceinline__ void ldraw(const T *p, long i, MmcRaw<T> &o) {
+#pragma unroll
+    for (int j = 0; j < (int)(sizeof(T) / 2); j++) o.w[j] = ((const uint4 *)(p + i))[j];
+}
+template <typename T, long W, long LD> __device__ __forceinline__ void ldraw(const Strided<T, W, LD> &s, long i, MmcRaw<T> &o) {
+    ldraw((const T *)s.p, s.at(i), o);
+}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace gemm_sm90 {
 
@@ -31,15 +50,15 @@ using flash_sm90::u64;
 constexpr int BM = 128, BK = 64, STAGES = 4, CONSUMERS = 2;
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // the producer's warpgroup last
 // registers a thread: what the producer warpgroup gives up the consumers take (of 65536)
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 constexpr u32 SLAB = 8192;                    // 64 rows of 128 bytes: a swizzled 64 x 64 tile
-constexpr int EPI_BATCH = 4;                  // row chunks whose loads are in flight together
-// the row pitch of a consumer's rounded tile, in elements: rows 16 bytes off the banks
-template <int NS> __host__ __device__ constexpr int out_pitch() { return NS * 64 + 8; }
 // shared memory from a 1024-byte boundary: the ring, each consumer's rounded tile, the
 // mbarriers (full and empty by stage, turn by consumer, 8 bytes each)
 template <int NS> __host__ __device__ constexpr u32 ring_bytes() { return STAGES * (2 + NS) * SLAB; }
-template <int NS> __host__ __device__ constexpr u32 out_bytes() { return BM * out_pitch<NS>() * 2; }
+// a consumer's rounded tile: NS slabs of 128 rows of 128 bytes, swizzled as the ring is
+// (what the product's tensor map stores from), 16 KB apart
+constexpr u32 OUT_SLAB = BM * 128;
+template <int NS> __host__ __device__ constexpr u32 out_bytes() { return NS * OUT_SLAB; }
 template <int NS> __host__ __device__ constexpr u32 smem_bytes() {
     return ring_bytes<NS>() + CONSUMERS * out_bytes<NS>() + (2 * STAGES + CONSUMERS) * 8;
 }
@@ -95,41 +114,48 @@ __device__ __forceinline__ void bar_wait(u32 bar, int phase) {
 __device__ __forceinline__ void bar_arrive(u32 bar) {
     asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
 }
-// arrives on `bar` once this thread's earlier cp.async copies have landed
-__device__ __forceinline__ void bar_arrive_copies(u32 bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+// the next arrival on `bar` also waits for `bytes` more bytes of copies to land
+__device__ __forceinline__ void bar_arrive_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 // a barrier of one consumer warpgroup (ids 1, 2: 0 is __syncthreads)
 __device__ __forceinline__ void wg_sync(int consumer) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory"); }
 
-// 64 rows of 64 elements, row r at src + r * stride, into a swizzled slab, by one warp (16
-// copies a lane); rows at or past `rows` are zeros
-template <typename E>
-__device__ __forceinline__ void load_slab(E *slab, const E *src, long stride, int rows, int lane) {
-    const int r0 = lane >> 3, c = lane & 7;
-#pragma unroll
-    for (int i = 0; i < 16; i++) {
-        const int r = r0 + 4 * i;
-        const bool ok = r < rows;
-        flash::copy16(slab, (u32)(r * 128 + ((c ^ (r & 7)) << 4)), ok ? src + (long)r * stride + c * 8 : src, ok);
-    }
+// the box of `map` at (c0: the inner, contiguous dimension; c1: rows) into shared memory at
+// dst, counted on mbarrier `bar`; and the other way, shared memory at src into the box
+__device__ __forceinline__ void tma_load(u32 dst, const MmcTensorMap *map, u32 bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+                 "l"(map), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
 }
+__device__ __forceinline__ void tma_store(const MmcTensorMap *map, u32 src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map), "r"(src), "r"(c0),
+                 "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// this thread's stores have read their shared memory (it may be written again)
+__device__ __forceinline__ void tma_store_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-// The product, tile by tile: tile i is rows [128 (i / N_TILES), + 128) and the NS slabs
-// src.slab(i % N_TILES, s) points at (the slab's element at k = 0; src.ldb apart: rows of a
-// K-major slab, k rows of an MN-major one). The epilogue walks the elements of its own space,
-// rows of W: it gets the product rounded to E a unit of 8 columns at a time, at flat index
-// i0 of that space. Unpaired, a unit is 8 columns of one slab, v[0], the slabs side by side
+// The product, tile by tile: tile i is rows [128 (i / N_TILES), + 128) and column block
+// i % N_TILES; map_a is A's tensor map (boxes of 128 rows x 64), map_b B's (64 x 64), and
+// where the product is kept (KEEP), map_p the product's (128 x 64): the rounded tile goes out
+// from shared memory by the Tensor Memory Accelerator while the epilogue reads it. The
+// epilogue walks the elements of its own space, rows of W: it gets the product rounded to E
+// a unit of 8 columns at a time, at flat index i0 of that space. Unpaired, a unit is 8 columns of one slab, v[0], the slabs side by side
 // (slab s of column block n at column 64 (NS n + s)); paired (NS = 2), 8 columns of slab 0
 // and the same 8 of slab 1, v[0] and v[1], at column 64 n. epi.load(i0, r) reads what the
 // fused ops need into its Regs, epi.store(i0, r, v) computes and stores; EPI_BATCH units'
 // loads are issued before their stores.
-template <typename E, int M, int K, int N_TILES, int NS, int B_MN, int W, int PAIRED, class Src, class Epi>
-__device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const Epi &epi) {
+template <typename E, int M, int K, int N_TILES, int NS, int B_MN, int W, int PAIRED, int KEEP, class Epi>
+__device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorMap *map_b, const MmcTensorMap *map_p,
+                                     const Epi &epi) {
     static_assert(K % BK == 0, "K in steps of 64");
     static_assert(CONSUMERS == 2 && (!PAIRED || NS == 2), "two consumers; a pair is two slabs");
     constexpr int KT = K / BK, TILES = (M + BM - 1) / BM * N_TILES;
     constexpr u32 STAGE = (2 + NS) * SLAB;
+    constexpr int EPI_BATCH = 4;
     extern __shared__ __align__(16) unsigned char gemm_smem[];
     unsigned char *sm = flash_sm90::smem_base(gemm_smem, smem_bytes<NS>());
     const u32 base = flash::smem_addr(sm);
@@ -138,36 +164,32 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            bar_init(full + 8 * s, 128); // the producer's threads, as their copies land
-            bar_init(empty + 8 * s, 4);  // the reading warpgroup's warps
+            bar_init(full + 8 * s, 1);  // the producing thread, and then the bytes
+            bar_init(empty + 8 * s, 4); // the reading warpgroup's warps
         }
         for (int c = 0; c < CONSUMERS; c++) bar_init(turn + 8 * c, 4); // the other's warps
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    if (warp >= 4 * CONSUMERS) { // the producer's warpgroup: warp p copies slabs p, p + 4, ..
+    if (warp >= 4 * CONSUMERS) { // the producer's warpgroup: one thread issues every copy
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const int p = warp - 4 * CONSUMERS;
+        if (threadIdx.x != 128 * CONSUMERS) return;
         int it = 0;
         for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
-            const int m0 = tile / N_TILES * BM, n = tile % N_TILES, rows = M - m0;
-            const E *a0 = a + (long)m0 * lda;
+            const int m0 = tile / N_TILES * BM, n = tile % N_TILES;
             for (int kt = 0; kt < KT; kt++, it++) {
                 const int s = it % STAGES;
                 bar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-                E *st = (E *)(sm + s * STAGE);
+                const u32 st = base + s * STAGE, bar = full + 8 * s;
+                bar_arrive_expect(bar, STAGE);
+                tma_load(st, map_a, bar, kt * BK, m0); // rows m0 .. m0 + 127: A's two slabs
 #pragma unroll
-                for (int j = p; j < 2 + NS; j += 4) {
-                    E *slab = st + j * SLAB / sizeof(E);
-                    if (j < 2) { // A: rows 64 j .. 64 j + 63 of the tile
-                        load_slab(slab, a0 + 64 * j * lda + kt * BK, lda, rows - 64 * j, lane);
-                    } else {
-                        const E *b = src.slab(n, j - 2) + (B_MN ? (long)kt * BK * src.ldb : (long)kt * BK);
-                        load_slab(slab, b, src.ldb, 64, lane);
-                    }
+                for (int j = 0; j < NS; j++) {
+                    const int col = PAIRED ? j * W + n * 64 : (n * NS + j) * 64;
+                    if (B_MN) tma_load(st + (2 + j) * SLAB, map_b, bar, col, kt * BK);
+                    else tma_load(st + (2 + j) * SLAB, map_b, bar, kt * BK, col);
                 }
-                bar_arrive_copies(full + 8 * s);
             }
         }
         return;
@@ -175,8 +197,8 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
     const int consumer = warp >> 2, w = warp & 3, g = lane >> 2, t = lane & 3;
-    E *cs = (E *)(sm + ring_bytes<NS>() + consumer * out_bytes<NS>());
-    constexpr int P = out_pitch<NS>();
+    const u32 cs = base + ring_bytes<NS>() + consumer * out_bytes<NS>();
+    const bool issuer = (threadIdx.x & 127) == 0; // of the product's stores
     for (int j = consumer, tile = blockIdx.x + consumer * gridDim.x; tile < TILES;
          j += CONSUMERS, tile += CONSUMERS * gridDim.x) {
         const int m0 = tile / N_TILES * BM, n = tile % N_TILES;
@@ -188,7 +210,6 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
             const int it = j * KT + kt, s = it % STAGES;
             bar_wait(full + 8 * s, (it / STAGES) & 1);
             if (kt == KT - 1 && lane == 0) bar_arrive(turn + 8 * (consumer ^ 1)); // the next tile's turn
-            flash_sm90::fence_async_smem(); // cp.async wrote it; the tensor cores read it
             const u32 st = base + s * STAGE;
             flash_sm90::fence();
 #pragma unroll
@@ -210,40 +231,51 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
         flash_sm90::wait_all();
         if (lane == 0) bar_arrive(empty + 8 * ((j * KT + KT - 1) % STAGES));
 
-        // the product rounded to E into this consumer's tile, then out a row chunk at a time
+        // the product rounded to E into this consumer's tile (element (r, c) of slab c / 64 at
+        // r * 128 + 16 ((c % 64 / 8) ^ (r % 8)) + 2 (c % 8): a warp's 8 rows hit 8 chunks)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = h * 64 + w * 16 + g;
 #pragma unroll
             for (int q = 0; q < 8 * NS; q++) {
-                *(u32 *)(cs + r * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q], d[h][4 * q + 1]);
-                *(u32 *)(cs + (r + 8) * P + 8 * q + 2 * t) = flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3]);
+                const u32 at = cs + (q / 8) * OUT_SLAB + r * 128 + (((q % 8) ^ (r % 8)) << 4) + 4 * t;
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(flash::pack<E>(d[h][4 * q], d[h][4 * q + 1])));
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + 8 * 128), "r"(flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3])));
             }
         }
+        if (KEEP) flash_sm90::fence_async_smem(); // written here, read by the tensor copies
         wg_sync(consumer);
+        if (KEEP && issuer) { // the product's slabs (rows past M are not stored)
+#pragma unroll
+            for (int j = 0; j < NS; j++) tma_store(map_p, cs + j * OUT_SLAB, PAIRED ? j * W + n * 64 : (n * NS + j) * 64, m0);
+            tma_store_commit();
+        }
         // unit q of the tile: row q / (8 US), chunk q % (8 US) of the row's US units
         constexpr int US = PAIRED ? 1 : NS, UNITS = BM * 8 * US, UPER = PAIRED ? 2 : 1;
+        // unit q: its row in the tile, its column there, its index in the epilogue's space
+        auto row_of = [&](int q) { return q / (8 * US); };
+        auto col_of = [&](int q) { return q % (8 * US) * 8; };
+        auto index_of = [&](int q) { return (long)(m0 + row_of(q)) * W + (PAIRED ? n * 64 : n * 64 * NS) + col_of(q); };
 #pragma unroll 1
         for (int q0 = threadIdx.x & 127; q0 < UNITS; q0 += 128 * EPI_BATCH) {
             typename Epi::Regs regs[EPI_BATCH];
-            long i0[EPI_BATCH];
-            int r[EPI_BATCH], sc[EPI_BATCH];
 #pragma unroll
             for (int b = 0; b < EPI_BATCH; b++) {
-                const int q = q0 + 128 * b, u = q % (8 * US);
-                r[b] = q / (8 * US);
-                sc[b] = u * 8; // the unit's column in the rounded tile
-                const int col = PAIRED ? n * 64 + u * 8 : n * 64 * NS + u * 8;
-                i0[b] = (long)(m0 + r[b]) * W + col;
-                if (q < UNITS && m0 + r[b] < M) epi.load(i0[b], regs[b]);
+                const int q = q0 + 128 * b;
+                if (q < UNITS && m0 + row_of(q) < M) epi.load(index_of(q), regs[b]);
             }
 #pragma unroll
             for (int b = 0; b < EPI_BATCH; b++) {
-                if (q0 + 128 * b >= UNITS || m0 + r[b] >= M) continue;
+                const int q = q0 + 128 * b, r = row_of(q);
+                if (q >= UNITS || m0 + r >= M) continue;
                 float v[UPER][8];
 #pragma unroll
                 for (int s = 0; s < UPER; s++) {
-                    const uint4 raw = *(const uint4 *)(cs + r[b] * P + sc[b] + s * 64);
+                    const int c = col_of(q) + s * 64;
+                    uint4 raw;
+                    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+                                 : "r"(cs + (c / 64) * OUT_SLAB + r * 128 + (((c % 64 / 8) ^ (r % 8)) << 4)));
                     const u32 w4[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
                     for (int k = 0; k < 4; k++) {
@@ -252,11 +284,13 @@ __device__ __forceinline__ void gemm(const E *a, long lda, const Src &src, const
                         v[s][2 * k + 1] = f.y;
                     }
                 }
-                epi.store(i0[b], regs[b], v);
+                epi.store(index_of(q), regs[b], v);
             }
         }
+        if (KEEP && issuer) tma_store_read();
         wg_sync(consumer); // the tile is read: the next one may be written
     }
+    if (KEEP && issuer) tma_store_done();
 }
 
 } // namespace gemm_sm90

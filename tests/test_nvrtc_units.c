@@ -6,7 +6,8 @@
  * plan compiled on 2 threads gives cubins that hold each launched kernel in its unit's cubin
  * only, and on 1 thread finds every unit in the cache (the split does not depend on the
  * thread count). A syntax error in one kernel dies once, naming that kernel and its unit;
- * a bad MMC_NVRTC_THREADS is refused. */
+ * a bad MMC_NVRTC_THREADS is refused. The GEMM-epilogue kernels compile for sm_90a, sm_80
+ * and sm_75. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,6 +237,30 @@ static void check_compile(const Plan *pl, const char *src) {
     free(rm), free(cache);
 }
 
+/* The GEMM-epilogue kernels compile for every target mmc supports: sm_90a takes the TMA and
+ * wgmma GEMM, sm_80 and sm_75 the epilogue alone (NVRTC here, no GPU). */
+static void check_epilogue_targets(void) {
+    Plan *pl = test_compile_with("graphs/minimind.lua", NULL, "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40",
+                                 TEST_GEMM_EPILOGUES);
+    int fused = 0;
+    for (int g = 0; g < pl->p->n_groups; g++) fused += pl->p->groups[g]->kind == GK_GEMM && pl->p->groups[g]->n_nodes > 1;
+    CHECK(fused > 0, "--gemm-epilogues: no GEMM with an epilogue in the small MiniMind");
+    char *cache = xstrdup("build/tests/tmp/nvrtc_epilogue_cache.XXXXXX");
+    CHECK(mkdtemp(cache), "mkdtemp %s", cache);
+    setenv("MMC_CACHE", cache, 1);
+    KernelUnits u = kernel_units(pl->kernels);
+    const char *targets[] = {"sm_90a", "sm_80", "sm_75"};
+    for (int i = 0; i < 3; i++) {
+        KernelCubins c = nvrtc_compile_units(&u, "epilogues/kernels.cu", targets[i], 0);
+        CHECK(c.n == u.n, "%s: %d of %d units compiled", targets[i], c.n, u.n);
+        kernel_cubins_free(&c);
+    }
+    kernel_units_free(&u);
+    char *rm = xasprintf("rm -rf '%s'", cache);
+    CHECK(system(rm) == 0, "%s", rm);
+    free(rm), free(cache);
+}
+
 int main(void) {
     make_dirs("build/tests/tmp");
     char *big = try_read_file("generated/minimind/kernels.cu", NULL);
@@ -253,6 +278,7 @@ int main(void) {
     check_thread_option();
     check_error(tiny); /* before the compile below, so each child forks from a process that never ran NVRTC */
     check_compile(pl, tiny);
+    check_epilogue_targets();
     free(big);
     return test_done("test_nvrtc_units");
 }

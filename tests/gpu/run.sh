@@ -44,6 +44,10 @@ if command -v compute-sanitizer >/dev/null; then
       || { echo "$tool found errors:"; tail -30 "$tmp/$tool"; fail=1; }
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$tmp/$tool" | sed "s/^=* */$tool: /"
   done
+  # the GEMM-epilogue kernels (on an H100 or H200 the TMA and wgmma GEMM)
+  compute-sanitizer --tool memcheck --error-exitcode 1 build/gpu/test_gpu_kernels --epilogues >"$tmp/epilogues" 2>&1 \
+    || { echo "memcheck found errors in the GEMM epilogues:"; tail -30 "$tmp/epilogues"; fail=1; }
+  grep -E "ERROR SUMMARY" "$tmp/epilogues" | sed "s/^=* */memcheck (epilogues): /"
 fi
 python3 tests/make_byte_tokens.py /usr/share/common-licenses/GPL-3 "$tmp/text.bin" 2>/dev/null \
   || python3 tests/make_byte_tokens.py README.md "$tmp/text.bin"

@@ -9,7 +9,8 @@
  * line (default: amp_fp16 fp32 amp_bf16 fp16_wide), and once more at sizes no fast kernel
  * takes (head_dim 34, widths not multiples of 8), so the general kernels are checked too,
  * and with --gemm-epilogues at sizes where SwiGLU's GEMMs take their epilogues (the sm_90a
- * kernel on an H100 or H200, cuBLASLt and the epilogue kernel elsewhere). */
+ * kernel on an H100 or H200, cuBLASLt and the epilogue kernel elsewhere); --epilogues runs
+ * only those. */
 #include "test_util.h"
 
 #include "init.h"
@@ -129,19 +130,25 @@ static void run_policy_with(const char *policy, const char *defines, int vocab, 
 
 static void run_policy(const char *policy, const char *defines, int vocab) { run_policy_with(policy, defines, vocab, 0); }
 
+/* SwiGLU forward and backward in the epilogues of their GEMMs (dim and ffn multiples of 128),
+ * 160 rows: one tile of 128 and one with rows missing */
+static void run_epilogues(void) {
+    run_policy_with("amp_fp16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
+    run_policy_with("amp_bf16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
+}
+
 int main(int argc, char **argv) {
     const char *defaults[] = {"amp_fp16", "fp32", "amp_bf16", "fp16_wide"};
-    if (argc > 1)
+    if (argc == 2 && !strcmp(argv[1], "--epilogues")) /* those runs alone (for compute-sanitizer) */
+        run_epilogues();
+    else if (argc > 1)
         for (int i = 1; i < argc; i++) run_policy(argv[i], NULL, 320);
     else {
         for (int i = 0; i < 4; i++) run_policy(defaults[i], NULL, 320);
         run_policy("amp_fp16", "dim=68,heads=2,kv_heads=1,ffn=190,vocab=317", 317);
         /* 16810 rows: the row kernels loop over rows, and the last round has rows missing */
         run_policy("amp_fp16", "batch=41,seq=410", 320);
-        /* SwiGLU forward and backward in the epilogues of their GEMMs (dim and ffn multiples of
-         * 128), 160 rows: one tile of 128 and one with rows missing */
-        run_policy_with("amp_fp16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
-        run_policy_with("amp_bf16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
+        run_epilogues();
     }
     return test_done("test_gpu_kernels");
 }
