@@ -3,7 +3,6 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <stdio.h>
 
 typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
@@ -22,13 +21,12 @@ const char *tensor_map_2d(TensorMap *out, DType t, void *base, int64_t rows, int
             return "the driver has no cuTensorMapEncodeTiled";
     }
     CUtensorMapDataType type;
-    int size;
     switch (t) {
-    case DT_F16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16, size = 2; break;
-    case DT_BF16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, size = 2; break;
+    case DT_F16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
+    case DT_BF16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
     default: return "a tensor map is for f16 or bf16 matrices";
     }
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(ld * size)};
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * dtype_size(t)};
     cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, step[2] = {1, 1};
     CUresult r = encode((CUtensorMap *)out, type, 2, base, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -138,6 +138,15 @@ __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk
 __device__ __forceinline__ void tma_store_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_store_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// the first column of slab j of column block n, in B and in the product (the layouts above)
+template <int NS, int W, int PAIRED> __device__ __forceinline__ int slab_col(int n, int j) {
+    return PAIRED ? j * W + n * 64 : (n * NS + j) * 64;
+}
+// byte address of 16-byte chunk `chunk` (8 columns; slab chunk / 8) of row r of a rounded tile
+__device__ __forceinline__ u32 out_at(u32 tile, int r, int chunk) {
+    return tile + (chunk / 8) * OUT_SLAB + r * 128 + (((chunk % 8) ^ (r % 8)) << 4);
+}
+
 // The product, tile by tile: tile i is rows [128 (i / N_TILES), + 128) and column block
 // i % N_TILES; map_a is A's tensor map (boxes of 128 rows x 64), map_b B's (64 x 64), and
 // where the product is kept (KEEP), map_p the product's (128 x 64): the rounded tile goes out
@@ -186,7 +195,7 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
                 tma_load(st, map_a, bar, kt * BK, m0); // rows m0 .. m0 + 127: A's two slabs
 #pragma unroll
                 for (int j = 0; j < NS; j++) {
-                    const int col = PAIRED ? j * W + n * 64 : (n * NS + j) * 64;
+                    const int col = slab_col<NS, W, PAIRED>(n, j);
                     if (B_MN) tma_load(st + (2 + j) * SLAB, map_b, bar, col, kt * BK);
                     else tma_load(st + (2 + j) * SLAB, map_b, bar, kt * BK, col);
                 }
@@ -231,14 +240,14 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
         flash_sm90::wait_all();
         if (lane == 0) bar_arrive(empty + 8 * ((j * KT + KT - 1) % STAGES));
 
-        // the product rounded to E into this consumer's tile (element (r, c) of slab c / 64 at
-        // r * 128 + 16 ((c % 64 / 8) ^ (r % 8)) + 2 (c % 8): a warp's 8 rows hit 8 chunks)
+        // the product rounded to E into this consumer's tile (out_at: a warp's 8 rows hit 8
+        // different chunks)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = h * 64 + w * 16 + g;
 #pragma unroll
             for (int q = 0; q < 8 * NS; q++) {
-                const u32 at = cs + (q / 8) * OUT_SLAB + r * 128 + (((q % 8) ^ (r % 8)) << 4) + 4 * t;
+                const u32 at = out_at(cs, r, q) + 4 * t;
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(flash::pack<E>(d[h][4 * q], d[h][4 * q + 1])));
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + 8 * 128), "r"(flash::pack<E>(d[h][4 * q + 2], d[h][4 * q + 3])));
             }
@@ -247,7 +256,7 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
         wg_sync(consumer);
         if (KEEP && issuer) { // the product's slabs (rows past M are not stored)
 #pragma unroll
-            for (int j = 0; j < NS; j++) tma_store(map_p, cs + j * OUT_SLAB, PAIRED ? j * W + n * 64 : (n * NS + j) * 64, m0);
+            for (int j = 0; j < NS; j++) tma_store(map_p, cs + j * OUT_SLAB, slab_col<NS, W, PAIRED>(n, j), m0);
             tma_store_commit();
         }
         // unit q of the tile: row q / (8 US), chunk q % (8 US) of the row's US units
@@ -255,7 +264,7 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
         // unit q: its row in the tile, its column there, its index in the epilogue's space
         auto row_of = [&](int q) { return q / (8 * US); };
         auto col_of = [&](int q) { return q % (8 * US) * 8; };
-        auto index_of = [&](int q) { return (long)(m0 + row_of(q)) * W + (PAIRED ? n * 64 : n * 64 * NS) + col_of(q); };
+        auto index_of = [&](int q) { return (long)(m0 + row_of(q)) * W + slab_col<NS, W, PAIRED>(n, 0) + col_of(q); };
 #pragma unroll 1
         for (int q0 = threadIdx.x & 127; q0 < UNITS; q0 += 128 * EPI_BATCH) {
             typename Epi::Regs regs[EPI_BATCH];
@@ -271,11 +280,10 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
                 float v[UPER][8];
 #pragma unroll
                 for (int s = 0; s < UPER; s++) {
-                    const int c = col_of(q) + s * 64;
                     uint4 raw;
                     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
-                                 : "r"(cs + (c / 64) * OUT_SLAB + r * 128 + (((c % 64 / 8) ^ (r % 8)) << 4)));
+                                 : "r"(out_at(cs, r, (col_of(q) + s * 64) / 8)));
                     const u32 w4[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
                     for (int k = 0; k < 4; k++) {

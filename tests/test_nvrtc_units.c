@@ -201,10 +201,21 @@ static int holds_symbol(const KernelCubins *c, int i, const char *name) {
     return memmem(c->cubin[i], c->size[i], name, strlen(name) + 1) != NULL;
 }
 
-static void check_compile(const Plan *pl, const char *src) {
-    char *cache = xstrdup("build/tests/tmp/nvrtc_units_cache.XXXXXX");
+/* an empty kernel cache of its own (MMC_CACHE), and its removal */
+static char *fresh_cache(const char *name) {
+    char *cache = xasprintf("build/tests/tmp/%s.XXXXXX", name);
     CHECK(mkdtemp(cache), "mkdtemp %s", cache);
     setenv("MMC_CACHE", cache, 1);
+    return cache;
+}
+static void remove_cache(char *cache) {
+    char *rm = xasprintf("rm -rf '%s'", cache);
+    CHECK(system(rm) == 0, "%s", rm);
+    free(rm), free(cache);
+}
+
+static void check_compile(const Plan *pl, const char *src) {
+    char *cache = fresh_cache("nvrtc_units_cache");
     KernelUnits u = kernel_units(src);
     setenv("MMC_NVRTC_THREADS", "2", 1);
     KernelCubins two = nvrtc_compile_units(&u, "tiny/kernels.cu", arch, 1);
@@ -232,9 +243,7 @@ static void check_compile(const Plan *pl, const char *src) {
     kernel_cubins_free(&one);
     kernel_cubins_free(&two);
     kernel_units_free(&u);
-    char *rm = xasprintf("rm -rf '%s'", cache);
-    CHECK(system(rm) == 0, "%s", rm);
-    free(rm), free(cache);
+    remove_cache(cache);
 }
 
 /* The GEMM-epilogue kernels compile for every target mmc supports: sm_90a takes the TMA and
@@ -245,9 +254,7 @@ static void check_epilogue_targets(void) {
     int fused = 0;
     for (int g = 0; g < pl->p->n_groups; g++) fused += pl->p->groups[g]->kind == GK_GEMM && pl->p->groups[g]->n_nodes > 1;
     CHECK(fused > 0, "--gemm-epilogues: no GEMM with an epilogue in the small MiniMind");
-    char *cache = xstrdup("build/tests/tmp/nvrtc_epilogue_cache.XXXXXX");
-    CHECK(mkdtemp(cache), "mkdtemp %s", cache);
-    setenv("MMC_CACHE", cache, 1);
+    char *cache = fresh_cache("nvrtc_epilogue_cache");
     KernelUnits u = kernel_units(pl->kernels);
     const char *targets[] = {"sm_90a", "sm_80", "sm_75"};
     for (int i = 0; i < 3; i++) {
@@ -256,9 +263,7 @@ static void check_epilogue_targets(void) {
         kernel_cubins_free(&c);
     }
     kernel_units_free(&u);
-    char *rm = xasprintf("rm -rf '%s'", cache);
-    CHECK(system(rm) == 0, "%s", rm);
-    free(rm), free(cache);
+    remove_cache(cache);
 }
 
 int main(void) {
