@@ -24,14 +24,22 @@ import subprocess
 import sys
 import tempfile
 
+from gpu_clock import ClockSampler
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 PEAK_FLOPS = 989e12  # H200 (SXM) dense fp16 tensor-core peak, datasheet
 
 
-def run(cmd, env=None):
+CLOCKS = {}  # by result file: the GPU's clocks while the command that wrote it ran (gpu_clock.py)
+
+
+def run(cmd, env=None, result=None):
     print("$ " + " ".join(cmd), flush=True)
+    sampler = ClockSampler() if result else None
     p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if sampler:
+        CLOCKS[result] = sampler.stop()
     print(p.stdout, end="", flush=True)
     if p.returncode:
         sys.exit(f"bench: {' '.join(cmd)} failed with status {p.returncode}")
@@ -40,7 +48,7 @@ def run(cmd, env=None):
 
 def load(path):
     with open(path) as f:
-        return json.loads(f.readline())
+        return dict(json.loads(f.readline()), **CLOCKS.get(path, {}))
 
 
 def plan_config(plan_dir):
@@ -68,7 +76,7 @@ def precision_variants(batch, a, env):
         plan = os.path.join(ROOT, "build", "bench", f"minimind_b{batch}_{tag}")
         run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", "--policy", policy, "-o", plan, "--quiet"])
         out = os.path.join(RESULTS, f"mmc_b{batch}_{tag}.json")
-        run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out], env)
+        run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out], env, out)
         rows.append(dict(load(out), setup=setup))
     return rows
 
@@ -95,7 +103,7 @@ def main():
         run(["./mmc", "bench", plan, "--steps", "20", "--warmup", "3", "--json", cold_json], env)
         warm_json = os.path.join(RESULTS, f"mmc_b{batch}.json")
         run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--profile", "--json", warm_json],
-            env)
+            env, warm_json)
         if batch != batches[0]:
             shutil.rmtree(cache, ignore_errors=True)
         mmc = load(warm_json)
@@ -110,7 +118,7 @@ def main():
             for mode in ("eager", "compile"):
                 out = os.path.join(RESULTS, f"torch_{mode}_b{batch}.json")
                 run([sys.executable, "bench/torch_bench.py", "--mode", mode, "--batch", str(batch), "--seq",
-                     str(int(cfg["seq"])), "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out])
+                     str(int(cfg["seq"])), "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out], result=out)
                 r = load(out)
                 r["setup"] = {"eager": "PyTorch eager", "compile": "torch.compile"}[mode]
                 batch_rows.append(r)
@@ -139,6 +147,12 @@ def main():
                     if "launches_update" in r else f"{r['launches_per_step']}")
         print(f"| {r['setup']} | {r['batch']} | {r['tokens_per_s'] / 1e6:.3f} M | {r['ms_per_step']:.2f} | "
               f"{100 * r['mfu']:.1f}% | {r['device_bytes'] / 2**30:.2f} | {launches} | {first} | {ratio} |")
+    clocked = [r for r in rows if "sm_clock_mhz" in r]
+    if clocked:
+        print("\nThe GPU while each setup ran (nvidia-smi every 100 ms, samples at least 80% busy; median):")
+        for r in clocked:
+            print(f"  {r['setup']}, batch {r['batch']}: SM clock {r['sm_clock_mhz']:.0f} MHz, {r['power_w']:.0f} W, "
+                  f"at the power cap {100 * r['power_capped']:.0f}% of the time")
 
 
 if __name__ == "__main__":
