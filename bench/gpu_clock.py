@@ -1,8 +1,11 @@
 """The GPU's SM clock and power draw while a benchmark keeps it busy, from nvidia-smi sampling
-every 100 ms beside the command. Under a sustained load an H200 runs into its power cap
-(700 W) within a second or so and lowers its SM clock, so two setups are only comparable at the clocks they
-ran at: `make bench` reports them with each row. Samples where the GPU was busy less than
-80% of the time (compiling, loading) are left out. Without nvidia-smi, nothing is reported."""
+every 100 ms beside the command. Under a sustained load an H200 reaches its power cap within
+a fraction of a second and lowers its SM clock to stay under it (nvidia-smi's throttle
+reason 0x4), so two setups compare only at the clocks they ran at: `make bench` reports
+them with each row. Samples where the GPU was busy less than 80% of the time (compiling,
+loading, launch gaps) are left out. power.draw is the driver's average over about a second,
+so a run of a second or two reads below the cap while the throttle is on. Without
+nvidia-smi, nothing is reported."""
 import statistics
 import subprocess
 
