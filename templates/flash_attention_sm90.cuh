@@ -439,6 +439,16 @@ __device__ __forceinline__ void backward_dkv(const E *dout, const E *q, const E 
 
 // ---- the kernels' entry points: the wgmma kernels where they apply, else flash_attention.cuh's
 namespace flash {
+// the blocks an SM the dk/dv kernel is compiled for: the wgmma kernel fits 3 in 168
+// registers without spilling (the tile loop waits on its products, and a third block hides
+// more of that), where the mma.sync one takes 218 and runs 2
+constexpr int dkv_min_blocks(int hd) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    return hd == 64 ? 3 : 1;
+#else
+    return 1;
+#endif
+}
 template <typename E, int T, int H, int KV, int HD, int CAUSAL, int MT, int BC, long VS>
 __device__ __forceinline__ void attention_forward(const E *q, const E *k, const E *v, E *o, float *lse, float scale) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
