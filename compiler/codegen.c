@@ -257,8 +257,9 @@ static char *expr_of(Gen *G, const Node *n, const Shape *space) {
         return s;
     }
     if (!info->cuda) die("internal error: %s has no CUDA expression", info->name);
+    const char *math = G->regs && info->cuda_unit ? info->cuda_unit : info->cuda;
     StrBuf b = {0};
-    for (const char *c = info->cuda; *c; c++) {
+    for (const char *c = math; *c; c++) {
         if (*c == '$' && c[1] >= '0' && c[1] <= '9') {
             int k = c[1] - '0';
             char *a = (info->row_in >> k & 1) ? row_operand(G, n->in[k], space) : operand(G, n->in[k], space);

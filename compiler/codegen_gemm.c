@@ -144,12 +144,12 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     StrBuf body = {0}, head = {0};
     const Node *prod[2] = {e.paired ? e.half[0] : a, e.paired ? e.half[1] : NULL};
     for (int u = 0; u < (e.paired ? 2 : 1); u++) {
-        sb_printf(&head, "            const float v%d = v[%d][k]; // %s\n", prod[u]->id, u, node_label(prod[u]));
+        sb_printf(&head, "                const float v%d = v[%d][k]; // %s\n", prod[u]->id, u, node_label(prod[u]));
         G->scope[prod[u]->id] = 1;
     }
     wide_begin(G, "        ");
     G->regs = 1;
-    for (int i = 1; i < gr->n_nodes; i++) emit_node(G, &body, gr->nodes[i], space, "            ");
+    for (int i = 1; i < gr->n_nodes; i++) emit_node(G, &body, gr->nodes[i], space, "                ");
     G->regs = 0;
     char *loads, *stores;
     wide_end(G, &loads, &stores);

@@ -112,6 +112,9 @@ typedef struct OpInfo {
     PartRule part;
     EvalFn eval;        /* elementwise: the math on doubles, for the ref backend */
     const char *cuda;   /* elementwise: the math in CUDA, inputs written $0 $1 ..., attrs $eps $scale */
+    const char *cuda_unit; /* the same math in a GEMM epilogue's unit of 8 elements, taking the
+                              unit's `math` (MmcFast, then MmcExact where any element set
+                              `untame`: templates/gemm_epilogue.cu); NULL: cuda */
     /* anchors: the kernel in two steps (codegen_anchors.c, codegen_attention.c) */
     LaunchFn launch;    /* the launch step: picks the template, the launch shape and the tiles */
     GenFn gen;          /* fills the template's other holes */

@@ -20,12 +20,19 @@ struct {{NAME}}_epi {
     __device__ __forceinline__ void store(long i0, const Regs &r, const float (&v)[{{UNITS}}][8]) const {
 {{EPI_POINTERS}}
 {{STORE_DECLS}}
+        // the unit with branch-free math (MmcFast); where an element's operands are off its
+        // range (`untame`), all 8 again with the exact math: the same bits either way
+        bool untame = false;
+        const auto unit = [&](auto math) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const long i = i0 + k;
+            for (int k = 0; k < 8; k++) {
+                const long i = i0 + k;
 {{HEAD}}
 {{BODY}}
-        }
+            }
+        };
+        unit(MmcFast{});
+        if (untame) unit(MmcExact{});
 {{STORES}}
     }
 };

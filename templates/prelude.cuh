@@ -54,6 +54,43 @@ __device__ __forceinline__ double mmc_silu_backward(double dy, double x) {
     double s = 1.0 / (1.0 + exp(-x));
     return dy * s * (1.0 + x * (1.0 - s));
 }
+// The same silu and silu_backward with no branch an element, for a GEMM's epilogue, where one
+// warp a scheduler works through units of 8 elements: div.rn.f32 compiles to a range check
+// (FCHK) and a branch to its slow path around each quotient, which keeps the compiler from
+// interleaving the elements' dependent chains (a stall on every instruction). The epilogue
+// computes a unit with MmcFast and, where any element set `untame`, all 8 again with
+// MmcExact (templates/gemm_epilogue.cu). mmc_div_fast is div.rn's own fast path (rcp.approx,
+// one Newton step, a rounded quotient and its correction: the instructions nvcc emits) for
+// the operands where div.rn takes it: 2^-60 <= b <= 2^60, |a| <= 2^60, and |a| >= 2^-60 or
+// a == 0. Anything else (NaN too) sets `untame`. So the result is div.rn's bit for bit
+// either way; tests/gpu/test_silu_fast.c checks it on every f16 and bf16 input.
+struct MmcFast {};
+struct MmcExact {};
+__device__ __forceinline__ float mmc_div_fast(float a, float b, bool &untame) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+    r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
+    const float q = __fmaf_rn(a, r, 0.0f);
+    const float aa = fabsf(a);
+    untame |= !(b >= 0x1p-60f && b <= 0x1p60f && aa <= 0x1p60f && (aa >= 0x1p-60f || a == 0.0f));
+    return a == 0.0f ? a : __fmaf_rn(r, __fmaf_rn(-b, q, a), q); // 0 / b keeps a's sign
+}
+__device__ __forceinline__ float mmc_silu(MmcFast, bool &untame, float x) {
+    return mmc_div_fast(x, mmc_add(1.0f, expf(-x)), untame);
+}
+__device__ __forceinline__ float mmc_silu_backward(MmcFast, bool &untame, float dy, float x) {
+    const float s = mmc_div_fast(1.0f, mmc_add(1.0f, expf(-x)), untame);
+    return mmc_mul(mmc_mul(dy, s), mmc_add(1.0f, mmc_mul(x, mmc_sub(1.0f, s))));
+}
+// f64 registers (the reference build) and the exact pass take the functions above
+template <class T> __device__ __forceinline__ T mmc_silu(MmcExact, bool &, T x) { return mmc_silu(x); }
+__device__ __forceinline__ double mmc_silu(MmcFast, bool &, double x) { return mmc_silu(x); }
+template <class T> __device__ __forceinline__ T mmc_silu_backward(MmcExact, bool &, T dy, T x) {
+    return mmc_silu_backward(dy, x);
+}
+__device__ __forceinline__ double mmc_silu_backward(MmcFast, bool &, double dy, double x) {
+    return mmc_silu_backward(dy, x);
+}
 __device__ __forceinline__ float mmc_exp(float x) { return expf(x); }
 __device__ __forceinline__ double mmc_exp(double x) { return exp(x); }
 // exp(d) for d = x - max <= 0, a term of a softmax's row sum, on the special-function unit:

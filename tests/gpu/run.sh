@@ -4,6 +4,7 @@
 #    H100 or H200 once more without its sm_90a kernels (MMC_CUDA_ARCH=sm_90);
 #  - the same under compute-sanitizer's memcheck and racecheck, when it is installed;
 #  - the flash attention kernels against the exact ones (tests/gpu/test_attention.c);
+#  - the GEMM epilogues' branch-free silu against the exact one (tests/gpu/test_silu_fast.c);
 #  - a run stopped and resumed continues bit for bit on the GPU (tests/test_resume.sh cuda);
 #  - the loss scaler's settings from mmc train's command line, and --find-overflow naming the
 #    op that overflows (tests/test_scaler_model.sh cuda, tests/test_find_overflow.sh cuda);
@@ -32,6 +33,7 @@ if nvidia-smi --query-gpu=compute_cap --format=csv,noheader | grep -q '^9\.0'; t
   MMC_CUDA_ARCH=sm_90 build/gpu/test_gpu_kernels || fail=1
 fi
 build/gpu/test_attention || fail=1
+build/gpu/test_silu_fast || fail=1
 bash tests/test_resume.sh cuda || fail=1
 bash tests/test_scaler_model.sh cuda || fail=1
 bash tests/test_find_overflow.sh cuda || fail=1
