@@ -34,6 +34,7 @@ static void check_op(Op op) {
     CHECK(!(o->float_in & ~inputs) && !(o->prologue & ~inputs) && !(o->row_in & ~inputs), "%s: input bits past its %d inputs", n, o->n_in);
     CHECK(!(o->attrs >> ATTR_COUNT), "%s: attribute bits past the table", n);
     CHECK(!o->n_parts || o->part, "%s: %d parts and no part rule", n, o->n_parts);
+    CHECK(o->kind == OK_ELEMENTWISE || !o->cuda_unit, "%s: cuda_unit on a %d kind", n, (int)o->kind);
     CHECK(o->kind == OK_ANCHOR || (!o->prologue && !o->epilogue && !o->row_sums && !o->side_stream),
           "%s: fusion hooks on a %d kind", n, (int)o->kind);
     int codegen = o->launch || o->gen || o->templates;
@@ -42,6 +43,9 @@ static void check_op(Op op) {
     case OK_PART: CHECK(o->n_in == 1 && o->dtype && !o->ref && !codegen, "%s: a part needs one input and a dtype rule", n); break;
     case OK_ELEMENTWISE:
         CHECK(o->shape && o->eval && o->cuda && !o->ref && !codegen, "%s: elementwise needs shape, eval and cuda only", n);
+        /* the epilogue form takes the unit's math and flag (templates/gemm_epilogue.cu) */
+        CHECK(!o->cuda_unit || (strstr(o->cuda_unit, "math, untame") && strstr(o->cuda_unit, "$0")),
+              "%s: cuda_unit %s does not take `math, untame` and its inputs", n, o->cuda_unit);
         break;
     case OK_GEMM: CHECK(o->shape && o->ref && !o->eval && !codegen, "%s: a GEMM needs shape and ref", n); break;
     case OK_VIEW: /* memory of other nodes: a shape and a dtype, no code of any kind */
