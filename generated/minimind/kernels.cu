@@ -6982,24 +6982,24 @@ extern "C" __global__ void __launch_bounds__(256) k086_cross_entropy_backward_d_
 //   %387 grad_accumulate grad:model.norm.weight [512] f32 stored
 //   %389 rms_normalize_backward %389 [64,512,512] f32
 //   %390 cast d:model.layers.7.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -7042,31 +7042,31 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
     float *p387 = (float *)(b.grads + 103317504L); // grad:model.norm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L253[2][8];
-    float L977[2][8];
-    float L379[2][8];
-    float L254[2][8];
+    float L253[1][8];
+    float L977[1][8];
+    float L379[1][8];
+    float L254[1][8];
     float S390[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p253, i0, L253[c]);
@@ -7080,8 +7080,8 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7110,7 +7110,7 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -7119,8 +7119,8 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7143,11 +7143,11 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -7155,13 +7155,13 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -7181,7 +7181,7 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -7191,7 +7191,7 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_sum_rows(k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_sum_rows(k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L387[8];
@@ -7210,7 +7210,7 @@ extern "C" __global__ void __launch_bounds__(256) k089_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k089_rms_normalize_backward_d_model_layers_7_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -7281,24 +7281,24 @@ extern "C" __global__ void __launch_bounds__(256) k092_elementwise_d_model_layer
 //   %415 rms_normalize_backward %415 [64,512,512] f32
 //   %416 cast %416 [64,512,512] f16
 //   %417 add d:model.layers.7.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -7343,33 +7343,33 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
     float *p413 = (float *)(b.grads + 94664704L); // grad:model.layers.7.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L398[2][8];
-    float L403[2][8];
-    float L239[2][8];
-    float L973[2][8];
-    float L240[2][8];
-    float L390[2][8];
+    float L398[1][8];
+    float L403[1][8];
+    float L239[1][8];
+    float L973[1][8];
+    float L240[1][8];
+    float L390[1][8];
     float S417[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p398, i0, L398[c]);
@@ -7385,8 +7385,8 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7416,7 +7416,7 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -7425,8 +7425,8 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7451,11 +7451,11 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -7463,13 +7463,13 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -7489,7 +7489,7 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -7499,7 +7499,7 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_sum_rows(k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_sum_rows(k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L413[8];
@@ -7518,7 +7518,7 @@ extern "C" __global__ void __launch_bounds__(256) k096_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k096_rms_normalize_backward_d_model_layers_7_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -7643,24 +7643,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k10
 //   %454 rms_normalize_backward %454 [64,512,512] f32
 //   %455 cast %455 [64,512,512] f16
 //   %456 add d:model.layers.6.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -7706,34 +7706,34 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
     float *p452 = (float *)(b.grads + 92041216L); // grad:model.layers.7.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L431[2][8];
-    float L436[2][8];
-    float L442[2][8];
-    float L222[2][8];
-    float L970[2][8];
-    float L223[2][8];
-    float L417[2][8];
+    float L431[1][8];
+    float L436[1][8];
+    float L442[1][8];
+    float L222[1][8];
+    float L970[1][8];
+    float L223[1][8];
+    float L417[1][8];
     float S456[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p431, i0, L431[c]);
@@ -7750,8 +7750,8 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7782,7 +7782,7 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -7791,8 +7791,8 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -7817,11 +7817,11 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -7829,13 +7829,13 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -7855,7 +7855,7 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -7865,7 +7865,7 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_sum_rows(k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_sum_rows(k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L452[8];
@@ -7884,7 +7884,7 @@ extern "C" __global__ void __launch_bounds__(256) k105_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k105_rms_normalize_backward_d_model_layers_6_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -7955,24 +7955,24 @@ extern "C" __global__ void __launch_bounds__(256) k108_elementwise_d_model_layer
 //   %481 rms_normalize_backward %481 [64,512,512] f32
 //   %482 cast %482 [64,512,512] f16
 //   %483 add d:model.layers.6.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -8017,33 +8017,33 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
     float *p479 = (float *)(b.grads + 83388416L); // grad:model.layers.6.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L464[2][8];
-    float L469[2][8];
-    float L208[2][8];
-    float L966[2][8];
-    float L209[2][8];
-    float L456[2][8];
+    float L464[1][8];
+    float L469[1][8];
+    float L208[1][8];
+    float L966[1][8];
+    float L209[1][8];
+    float L456[1][8];
     float S483[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p464, i0, L464[c]);
@@ -8059,8 +8059,8 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8090,7 +8090,7 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -8099,8 +8099,8 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8125,11 +8125,11 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -8137,13 +8137,13 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -8163,7 +8163,7 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -8173,7 +8173,7 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_sum_rows(k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_sum_rows(k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L479[8];
@@ -8192,7 +8192,7 @@ extern "C" __global__ void __launch_bounds__(256) k112_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k112_rms_normalize_backward_d_model_layers_6_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -8317,24 +8317,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k11
 //   %520 rms_normalize_backward %520 [64,512,512] f32
 //   %521 cast %521 [64,512,512] f16
 //   %522 add d:model.layers.5.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -8380,34 +8380,34 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
     float *p518 = (float *)(b.grads + 80764928L); // grad:model.layers.6.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L497[2][8];
-    float L502[2][8];
-    float L508[2][8];
-    float L191[2][8];
-    float L963[2][8];
-    float L192[2][8];
-    float L483[2][8];
+    float L497[1][8];
+    float L502[1][8];
+    float L508[1][8];
+    float L191[1][8];
+    float L963[1][8];
+    float L192[1][8];
+    float L483[1][8];
     float S522[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p497, i0, L497[c]);
@@ -8424,8 +8424,8 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8456,7 +8456,7 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -8465,8 +8465,8 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8491,11 +8491,11 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -8503,13 +8503,13 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -8529,7 +8529,7 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -8539,7 +8539,7 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_sum_rows(k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_sum_rows(k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L518[8];
@@ -8558,7 +8558,7 @@ extern "C" __global__ void __launch_bounds__(256) k121_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k121_rms_normalize_backward_d_model_layers_5_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -8629,24 +8629,24 @@ extern "C" __global__ void __launch_bounds__(256) k124_elementwise_d_model_layer
 //   %547 rms_normalize_backward %547 [64,512,512] f32
 //   %548 cast %548 [64,512,512] f16
 //   %549 add d:model.layers.5.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -8691,33 +8691,33 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
     float *p545 = (float *)(b.grads + 72112128L); // grad:model.layers.5.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L530[2][8];
-    float L535[2][8];
-    float L177[2][8];
-    float L959[2][8];
-    float L178[2][8];
-    float L522[2][8];
+    float L530[1][8];
+    float L535[1][8];
+    float L177[1][8];
+    float L959[1][8];
+    float L178[1][8];
+    float L522[1][8];
     float S549[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p530, i0, L530[c]);
@@ -8733,8 +8733,8 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8764,7 +8764,7 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -8773,8 +8773,8 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -8799,11 +8799,11 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -8811,13 +8811,13 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -8837,7 +8837,7 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -8847,7 +8847,7 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_sum_rows(k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_sum_rows(k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L545[8];
@@ -8866,7 +8866,7 @@ extern "C" __global__ void __launch_bounds__(256) k128_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k128_rms_normalize_backward_d_model_layers_5_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -8991,24 +8991,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k13
 //   %586 rms_normalize_backward %586 [64,512,512] f32
 //   %587 cast %587 [64,512,512] f16
 //   %588 add d:model.layers.4.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -9054,34 +9054,34 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
     float *p584 = (float *)(b.grads + 69488640L); // grad:model.layers.5.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L563[2][8];
-    float L568[2][8];
-    float L574[2][8];
-    float L160[2][8];
-    float L956[2][8];
-    float L161[2][8];
-    float L549[2][8];
+    float L563[1][8];
+    float L568[1][8];
+    float L574[1][8];
+    float L160[1][8];
+    float L956[1][8];
+    float L161[1][8];
+    float L549[1][8];
     float S588[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p563, i0, L563[c]);
@@ -9098,8 +9098,8 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9130,7 +9130,7 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -9139,8 +9139,8 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9165,11 +9165,11 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -9177,13 +9177,13 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -9203,7 +9203,7 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -9213,7 +9213,7 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_sum_rows(k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_sum_rows(k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L584[8];
@@ -9232,7 +9232,7 @@ extern "C" __global__ void __launch_bounds__(256) k137_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k137_rms_normalize_backward_d_model_layers_4_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -9303,24 +9303,24 @@ extern "C" __global__ void __launch_bounds__(256) k140_elementwise_d_model_layer
 //   %613 rms_normalize_backward %613 [64,512,512] f32
 //   %614 cast %614 [64,512,512] f16
 //   %615 add d:model.layers.4.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -9365,33 +9365,33 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
     float *p611 = (float *)(b.grads + 60835840L); // grad:model.layers.4.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L596[2][8];
-    float L601[2][8];
-    float L146[2][8];
-    float L952[2][8];
-    float L147[2][8];
-    float L588[2][8];
+    float L596[1][8];
+    float L601[1][8];
+    float L146[1][8];
+    float L952[1][8];
+    float L147[1][8];
+    float L588[1][8];
     float S615[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p596, i0, L596[c]);
@@ -9407,8 +9407,8 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9438,7 +9438,7 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -9447,8 +9447,8 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9473,11 +9473,11 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -9485,13 +9485,13 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -9511,7 +9511,7 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -9521,7 +9521,7 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_sum_rows(k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_sum_rows(k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L611[8];
@@ -9540,7 +9540,7 @@ extern "C" __global__ void __launch_bounds__(256) k144_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k144_rms_normalize_backward_d_model_layers_4_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -9665,24 +9665,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k14
 //   %652 rms_normalize_backward %652 [64,512,512] f32
 //   %653 cast %653 [64,512,512] f16
 //   %654 add d:model.layers.3.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -9728,34 +9728,34 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
     float *p650 = (float *)(b.grads + 58212352L); // grad:model.layers.4.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L629[2][8];
-    float L634[2][8];
-    float L640[2][8];
-    float L129[2][8];
-    float L949[2][8];
-    float L130[2][8];
-    float L615[2][8];
+    float L629[1][8];
+    float L634[1][8];
+    float L640[1][8];
+    float L129[1][8];
+    float L949[1][8];
+    float L130[1][8];
+    float L615[1][8];
     float S654[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p629, i0, L629[c]);
@@ -9772,8 +9772,8 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9804,7 +9804,7 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -9813,8 +9813,8 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -9839,11 +9839,11 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -9851,13 +9851,13 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -9877,7 +9877,7 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -9887,7 +9887,7 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_sum_rows(k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_sum_rows(k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L650[8];
@@ -9906,7 +9906,7 @@ extern "C" __global__ void __launch_bounds__(256) k153_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k153_rms_normalize_backward_d_model_layers_3_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -9977,24 +9977,24 @@ extern "C" __global__ void __launch_bounds__(256) k156_elementwise_d_model_layer
 //   %679 rms_normalize_backward %679 [64,512,512] f32
 //   %680 cast %680 [64,512,512] f16
 //   %681 add d:model.layers.3.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -10039,33 +10039,33 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
     float *p677 = (float *)(b.grads + 49559552L); // grad:model.layers.3.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L662[2][8];
-    float L667[2][8];
-    float L115[2][8];
-    float L945[2][8];
-    float L116[2][8];
-    float L654[2][8];
+    float L662[1][8];
+    float L667[1][8];
+    float L115[1][8];
+    float L945[1][8];
+    float L116[1][8];
+    float L654[1][8];
     float S681[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p662, i0, L662[c]);
@@ -10081,8 +10081,8 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10112,7 +10112,7 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -10121,8 +10121,8 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10147,11 +10147,11 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -10159,13 +10159,13 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -10185,7 +10185,7 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -10195,7 +10195,7 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_sum_rows(k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_sum_rows(k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L677[8];
@@ -10214,7 +10214,7 @@ extern "C" __global__ void __launch_bounds__(256) k160_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k160_rms_normalize_backward_d_model_layers_3_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -10339,24 +10339,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k16
 //   %718 rms_normalize_backward %718 [64,512,512] f32
 //   %719 cast %719 [64,512,512] f16
 //   %720 add d:model.layers.2.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -10402,34 +10402,34 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
     float *p716 = (float *)(b.grads + 46936064L); // grad:model.layers.3.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L695[2][8];
-    float L700[2][8];
-    float L706[2][8];
-    float L98[2][8];
-    float L942[2][8];
-    float L99[2][8];
-    float L681[2][8];
+    float L695[1][8];
+    float L700[1][8];
+    float L706[1][8];
+    float L98[1][8];
+    float L942[1][8];
+    float L99[1][8];
+    float L681[1][8];
     float S720[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p695, i0, L695[c]);
@@ -10446,8 +10446,8 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10478,7 +10478,7 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -10487,8 +10487,8 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10513,11 +10513,11 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -10525,13 +10525,13 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -10551,7 +10551,7 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -10561,7 +10561,7 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_sum_rows(k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_sum_rows(k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L716[8];
@@ -10580,7 +10580,7 @@ extern "C" __global__ void __launch_bounds__(256) k169_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k169_rms_normalize_backward_d_model_layers_2_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -10651,24 +10651,24 @@ extern "C" __global__ void __launch_bounds__(256) k172_elementwise_d_model_layer
 //   %745 rms_normalize_backward %745 [64,512,512] f32
 //   %746 cast %746 [64,512,512] f16
 //   %747 add d:model.layers.2.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -10713,33 +10713,33 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
     float *p743 = (float *)(b.grads + 38283264L); // grad:model.layers.2.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L728[2][8];
-    float L733[2][8];
-    float L84[2][8];
-    float L938[2][8];
-    float L85[2][8];
-    float L720[2][8];
+    float L728[1][8];
+    float L733[1][8];
+    float L84[1][8];
+    float L938[1][8];
+    float L85[1][8];
+    float L720[1][8];
     float S747[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p728, i0, L728[c]);
@@ -10755,8 +10755,8 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10786,7 +10786,7 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -10795,8 +10795,8 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -10821,11 +10821,11 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -10833,13 +10833,13 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -10859,7 +10859,7 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -10869,7 +10869,7 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_sum_rows(k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_sum_rows(k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L743[8];
@@ -10888,7 +10888,7 @@ extern "C" __global__ void __launch_bounds__(256) k176_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k176_rms_normalize_backward_d_model_layers_2_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -11013,24 +11013,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k18
 //   %784 rms_normalize_backward %784 [64,512,512] f32
 //   %785 cast %785 [64,512,512] f16
 //   %786 add d:model.layers.1.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -11076,34 +11076,34 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
     float *p782 = (float *)(b.grads + 35659776L); // grad:model.layers.2.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L761[2][8];
-    float L766[2][8];
-    float L772[2][8];
-    float L67[2][8];
-    float L935[2][8];
-    float L68[2][8];
-    float L747[2][8];
+    float L761[1][8];
+    float L766[1][8];
+    float L772[1][8];
+    float L67[1][8];
+    float L935[1][8];
+    float L68[1][8];
+    float L747[1][8];
     float S786[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p761, i0, L761[c]);
@@ -11120,8 +11120,8 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11152,7 +11152,7 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -11161,8 +11161,8 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11187,11 +11187,11 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -11199,13 +11199,13 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -11225,7 +11225,7 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -11235,7 +11235,7 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_sum_rows(k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_sum_rows(k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L782[8];
@@ -11254,7 +11254,7 @@ extern "C" __global__ void __launch_bounds__(256) k185_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k185_rms_normalize_backward_d_model_layers_1_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -11325,24 +11325,24 @@ extern "C" __global__ void __launch_bounds__(256) k188_elementwise_d_model_layer
 //   %811 rms_normalize_backward %811 [64,512,512] f32
 //   %812 cast %812 [64,512,512] f16
 //   %813 add d:model.layers.1.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -11387,33 +11387,33 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
     float *p809 = (float *)(b.grads + 27006976L); // grad:model.layers.1.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L794[2][8];
-    float L799[2][8];
-    float L53[2][8];
-    float L931[2][8];
-    float L54[2][8];
-    float L786[2][8];
+    float L794[1][8];
+    float L799[1][8];
+    float L53[1][8];
+    float L931[1][8];
+    float L54[1][8];
+    float L786[1][8];
     float S813[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p794, i0, L794[c]);
@@ -11429,8 +11429,8 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11460,7 +11460,7 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -11469,8 +11469,8 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11495,11 +11495,11 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -11507,13 +11507,13 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -11533,7 +11533,7 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -11543,7 +11543,7 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_sum_rows(k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_sum_rows(k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L809[8];
@@ -11562,7 +11562,7 @@ extern "C" __global__ void __launch_bounds__(256) k192_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k192_rms_normalize_backward_d_model_layers_1_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -11687,24 +11687,24 @@ extern "C" __global__ void __launch_bounds__(128, flash::dkv_min_blocks(64)) k19
 //   %850 rms_normalize_backward %850 [64,512,512] f32
 //   %851 cast %851 [64,512,512] f16
 //   %852 add d:model.layers.0.mlp.down_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial[256 * 512];
-__device__ __align__(32) float k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial2[16 * 512];
-__device__ unsigned int k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial[512 * 512];
+__device__ __align__(32) float k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial2[23 * 512];
+__device__ unsigned int k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -11750,34 +11750,34 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
     float *p848 = (float *)(b.grads + 24383488L); // grad:model.layers.1.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L827[2][8];
-    float L832[2][8];
-    float L838[2][8];
-    float L36[2][8];
-    float L928[2][8];
-    float L37[2][8];
-    float L813[2][8];
+    float L827[1][8];
+    float L832[1][8];
+    float L838[1][8];
+    float L36[1][8];
+    float L928[1][8];
+    float L37[1][8];
+    float L813[1][8];
     float S852[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p827, i0, L827[c]);
@@ -11794,8 +11794,8 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11826,7 +11826,7 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -11835,8 +11835,8 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -11861,11 +11861,11 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -11873,13 +11873,13 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -11899,7 +11899,7 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[g] = 0;
-        last = atomicAdd(&k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -11909,7 +11909,7 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_sum_rows(k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_sum_rows(k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L848[8];
@@ -11928,7 +11928,7 @@ extern "C" __global__ void __launch_bounds__(256) k201_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[16] = 0;
+    if (threadIdx.x == 0) k201_rms_normalize_backward_d_model_layers_0_mlp_down_proj_done[23] = 0;
 #endif
 }
 
@@ -11999,24 +11999,24 @@ extern "C" __global__ void __launch_bounds__(256) k204_elementwise_d_model_layer
 //   %877 rms_normalize_backward %877 [64,512,512] f32
 //   %878 cast %878 [64,512,512] f16
 //   %879 add d:model.layers.0.self_attn.o_proj [64,512,512] f16 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial[256 * 512];
-__device__ __align__(32) float k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial2[16 * 512];
-__device__ unsigned int k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial[512 * 512];
+__device__ __align__(32) float k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial2[23 * 512];
+__device__ unsigned int k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -12061,33 +12061,33 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
     float *p875 = (float *)(b.grads + 15730688L); // grad:model.layers.0.post_attention_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L860[2][8];
-    float L865[2][8];
-    float L22[2][8];
-    float L924[2][8];
-    float L23[2][8];
-    float L852[2][8];
+    float L860[1][8];
+    float L865[1][8];
+    float L22[1][8];
+    float L924[1][8];
+    float L23[1][8];
+    float L852[1][8];
     float S879[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p860, i0, L860[c]);
@@ -12103,8 +12103,8 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -12134,7 +12134,7 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -12143,8 +12143,8 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -12169,11 +12169,11 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -12181,13 +12181,13 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -12207,7 +12207,7 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[g] = 0;
-        last = atomicAdd(&k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -12217,7 +12217,7 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_sum_rows(k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial2, 0, 16, u, lane, mine, acc, part);
+        k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_sum_rows(k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L875[8];
@@ -12236,7 +12236,7 @@ extern "C" __global__ void __launch_bounds__(256) k208_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[16] = 0;
+    if (threadIdx.x == 0) k208_rms_normalize_backward_d_model_layers_0_self_attn_o_proj_done[23] = 0;
 #endif
 }
 
@@ -12446,24 +12446,24 @@ extern "C" __global__ void __launch_bounds__(256) k215_grad_accumulate(const Mmc
 //   %914 grad_accumulate grad:model.layers.0.input_layernorm.weight [512] f32 stored
 //   %915 rms_normalize_backward %915 [64,512,512] f32
 //   %916 add d:model.embed_tokens [64,512,512] f32 stored
-// RMSNorm over rows of 512 elements, forward or backward: 32 threads a row and
-// 8 rows at a time in a block, each thread 2 runs of 8 consecutive elements (a
+// RMSNorm over rows of 512 elements, forward or backward: 64 threads a row and
+// 4 rows at a time in a block, each thread 1 runs of 8 consecutive elements (a
 // run of 8 is one 16-byte access), so the row stays in registers between its reduction and
-// the epilogue. Block b takes rows (it * gridDim.x + b) * 8 + team.
+// the epilogue. Block b takes rows (it * gridDim.x + b) * 4 + team.
 //   forward, torch: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 //   backward, with r = rsqrt(mean(x^2) + eps): dx = r * dy - x * r^3 * mean(dy * x)
 // With a row sum (a sum_to of the same rows: the norm weight's gradient) the same pass also
 // sums that value over the rows, in a fixed order: each thread keeps its columns' sums, the
 // block adds its teams in order into its row of a partial table; the last block of each
-// group of 16 blocks to finish adds the group's rows in order into a row of a second
+// group of 23 blocks to finish adds the group's rows in order into a row of a second
 // table, and the last group to finish adds that table's rows in order and runs the sum's
 // epilogue. Whichever blocks finish last the order is the same, so the result repeats bit
 // for bit. The tables and the finish counters live with the kernel (each counter is reset
 // to zero by the block that saw it complete).
 #if 1
-__device__ __align__(32) float k218_rms_normalize_backward_d_model_embed_tokens_partial[256 * 512];
-__device__ __align__(32) float k218_rms_normalize_backward_d_model_embed_tokens_partial2[16 * 512];
-__device__ unsigned int k218_rms_normalize_backward_d_model_embed_tokens_done[16 + 1]; // by group, then the groups
+__device__ __align__(32) float k218_rms_normalize_backward_d_model_embed_tokens_partial[512 * 512];
+__device__ __align__(32) float k218_rms_normalize_backward_d_model_embed_tokens_partial2[23 * 512];
+__device__ unsigned int k218_rms_normalize_backward_d_model_embed_tokens_done[23 + 1]; // by group, then the groups
 // The sum of rows [r0, r1) of `table`, in order, over the thread's run u of 8 columns: the
 // rows go to 4 lanes of threads in turn and the lanes meet in `part` in order;
 // the thread of lane 0 gets the sum. Every thread of the block calls it.
@@ -12509,34 +12509,34 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
     float *p914 = (float *)(b.grads + 13107200L); // grad:model.layers.0.input_layernorm.weight [512] f32
 
     __shared__ float red[2 * 256 / 32];
-    const int team = threadIdx.x / 32, t = threadIdx.x % 32;
-    float xv[2 * 8];
+    const int team = threadIdx.x / 64, t = threadIdx.x % 64;
+    float xv[1 * 8];
 #if 1
-    float dyv[2 * 8];
+    float dyv[1 * 8];
 #endif
 #if 1
-    float rs[2 * 8];
+    float rs[1 * 8];
 #pragma unroll
-    for (int j = 0; j < 2 * 8; j++) rs[j] = 0;
+    for (int j = 0; j < 1 * 8; j++) rs[j] = 0;
 #endif
 
-    float L894[2][8];
-    float L899[2][8];
-    float L905[2][8];
-    float L5[2][8];
-    float L922[2][8];
-    float L6[2][8];
-    float L879[2][8];
+    float L894[1][8];
+    float L899[1][8];
+    float L905[1][8];
+    float L5[1][8];
+    float L922[1][8];
+    float L6[1][8];
+    float L879[1][8];
     float S916[8];
 
     for (int it = 0; it < 16; it++) {
-        const long row = ((long)it * gridDim.x + blockIdx.x) * 8 + team;
+        const long row = ((long)it * gridDim.x + blockIdx.x) * 4 + team;
         const bool live = row < 32768L;
         // every tensor the row reads, for all runs at once, before any arithmetic, so that a
         // warp keeps its whole row in flight (the guards fold away when every run exists)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
                 ldv(p894, i0, L894[c]);
@@ -12553,8 +12553,8 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
 #pragma unroll
         for (int j = 0; j < 1 + 1; j++) s[j] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -12581,7 +12581,7 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
 
             }
         }
-        team_sum<32>(s, red);
+        team_sum<64>(s, red);
 #if 1
         const float r = mmc_rsqrt(s[0] * (float)(1.0 / 512) + (float)1e-05f);
         const float cf = s[1] * (float)(1.0 / 512) * r * r * r;
@@ -12590,8 +12590,8 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
         {} // the row's factor, when the backward pass remakes the output from it
 #endif
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int col0 = (t + c * 32) * 8;
+        for (int c = 0; c < 1; c++) {
+            const int col0 = (t + c * 64) * 8;
             if (1 || (live && col0 < 512)) {
                 const long i0 = row * 512 + col0;
 #pragma unroll
@@ -12613,11 +12613,11 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
     }
 #if 1
     // this block's sums: its teams in order
-    __shared__ float part[4096];
+    __shared__ float part[2048];
     __shared__ int last;
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const int col0 = (t + c * 32) * 8;
+    for (int c = 0; c < 1; c++) {
+        const int col0 = (t + c * 64) * 8;
         if (col0 < 512)
 #pragma unroll
             for (int k = 0; k < 8; k++) part[team * 512 + col0 + k] = rs[c * 8 + k];
@@ -12625,13 +12625,13 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
     __syncthreads();
     for (int col = threadIdx.x; col < 512; col += 256) {
         float v = 0;
-        for (int tm = 0; tm < 8; tm++) v += part[tm * 512 + col];
+        for (int tm = 0; tm < 4; tm++) v += part[tm * 512 + col];
         k218_rms_normalize_backward_d_model_embed_tokens_partial[(long)blockIdx.x * 512 + col] = v;
     }
     __threadfence();
     __syncthreads();
     // the last block of the group adds the group's rows into its row of the second table
-    const int g = blockIdx.x / 16, g0 = g * 16, g1 = g0 + 16 < 256 ? g0 + 16 : 256;
+    const int g = blockIdx.x / 23, g0 = g * 23, g1 = g0 + 23 < 512 ? g0 + 23 : 512;
     if (threadIdx.x == 0) last = atomicAdd(&k218_rms_normalize_backward_d_model_embed_tokens_done[g], 1u) == (unsigned)(g1 - g0 - 1);
     __syncthreads();
     if (!last) return;
@@ -12651,7 +12651,7 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
     __syncthreads();
     if (threadIdx.x == 0) {
         k218_rms_normalize_backward_d_model_embed_tokens_done[g] = 0;
-        last = atomicAdd(&k218_rms_normalize_backward_d_model_embed_tokens_done[16], 1u) == 16 - 1;
+        last = atomicAdd(&k218_rms_normalize_backward_d_model_embed_tokens_done[23], 1u) == 23 - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -12661,7 +12661,7 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
         const int u = u0 + threadIdx.x % per;
         const bool mine = u < 512 / 8 && lane < 4;
         float acc[8];
-        k218_rms_normalize_backward_d_model_embed_tokens_sum_rows(k218_rms_normalize_backward_d_model_embed_tokens_partial2, 0, 16, u, lane, mine, acc, part);
+        k218_rms_normalize_backward_d_model_embed_tokens_sum_rows(k218_rms_normalize_backward_d_model_embed_tokens_partial2, 0, 23, u, lane, mine, acc, part);
         if (mine && lane == 0) {
             const long i0 = (long)u * 8;
             float L914[8];
@@ -12680,7 +12680,7 @@ extern "C" __global__ void __launch_bounds__(256) k218_rms_normalize_backward_d_
 
         }
     }
-    if (threadIdx.x == 0) k218_rms_normalize_backward_d_model_embed_tokens_done[16] = 0;
+    if (threadIdx.x == 0) k218_rms_normalize_backward_d_model_embed_tokens_done[23] = 0;
 #endif
 }
 
