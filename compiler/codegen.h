@@ -31,6 +31,7 @@ typedef struct GemmEpilogue {
     int64_t m, n, k;
     int64_t width;       /* the epilogue's row: n, or n / 2 paired */
     int64_t n_tiles;     /* column blocks of the kernel's tiles */
+    int loads;           /* reads of operands from memory by the epilogue's ops, besides the product */
 } GemmEpilogue;
 const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsigned reference, GemmEpilogue *out);
 /* whether a kernel writes its GEMM's product: always, but for a GEMM with an epilogue on

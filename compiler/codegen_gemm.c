@@ -17,7 +17,12 @@
 
 #include "codegen_internal.h"
 
-enum { GEMM_BLOCK = 384, GEMM_STAGES = 4, GEMM_SLAB = 8192, GEMM_BM = 128 };
+/* gemm_sm90.cuh's STAGES, SLAB and BM */
+enum { GEMM_STAGES = 4, GEMM_SLAB = 8192, GEMM_BM = 128 };
+
+/* consumer warpgroups of the sm_90a kernel (gemm_sm90.cuh says why): three where the
+ * epilogue reads nothing but the product, two where it also loads operands */
+static int gemm_consumers(const GemmEpilogue *e) { return e->loads ? 2 : 3; }
 
 /* a slice of the last dim of `of` (axis 1: a slice's axis is the first or the last dim),
  * `cols` wide from column `begin` */
@@ -42,7 +47,7 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
     const Node *last = epi[n - 1];
     const Shape *space = &last->shape;
     int64_t cols = space->dim[space->rank - 1];
-    int reads_product = 0, halves = 0;
+    int reads_product = 0, halves = 0, loads = 0;
     const Node *half[2] = {NULL, NULL};
     for (int i = 0; i < n; i++) {
         const Node *x = epi[i];
@@ -69,6 +74,7 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
             if (shape_numel(&in->shape) != shape_numel(space) || !wide_dtype_ok(in->dtype))
                 return "an epilogue operand is broadcast, or not f16, bf16 or f32";
             if (in->shape.dim[in->shape.rank - 1] % 8) return "an epilogue operand's rows are not whole runs of 8";
+            loads++;
         }
     }
     if (reads_product && !halves) {
@@ -86,15 +92,16 @@ const char *gemm_epilogue_refusal(const Node *a, Node *const *epi, int n, unsign
     e.b_mn = a->op == OP_LINEAR_DX;
     e.width = e.paired ? s.n / 2 : s.n;
     e.n_tiles = e.paired ? s.n / 2 / 64 : s.n / 128;
+    e.loads = loads;
     if (out) *out = e;
     return NULL;
 }
 
-static int64_t gemm_epilogue_smem(void) {
-    /* the ring of A and two B slabs, two consumers' rounded tiles (two slabs of 128-byte
-     * rows each), the mbarriers, and the slack for the 1024-byte alignment
-     * (gemm_sm90::smem_bytes<2>) */
-    return GEMM_STAGES * 4 * GEMM_SLAB + 2 * 2 * GEMM_BM * 128 + (2 * GEMM_STAGES + 2) * 8 + 1024;
+static int64_t gemm_epilogue_smem(int consumers) {
+    /* the ring of A and two B slabs, each consumer's rounded tile (two slabs of 128-byte
+     * rows), the mbarriers, and the slack for the 1024-byte alignment
+     * (gemm_sm90::smem_bytes<2, C>) */
+    return GEMM_STAGES * 4 * GEMM_SLAB + consumers * 2 * GEMM_BM * 128 + (2 * GEMM_STAGES + consumers) * 8 + 1024;
 }
 
 static GemmEpilogue epilogue_of(Gen *G) {
@@ -111,9 +118,9 @@ void launch_gemm_epilogue(Gen *G) {
     Group *gr = G->gr;
     GemmEpilogue e = epilogue_of(G);
     gr->tmpl = "gemm_epilogue.cu";
-    gr->block = GEMM_BLOCK;
+    gr->block = 128 * (gemm_consumers(&e) + 1);
     gr->grid = (e.m + GEMM_BM - 1) / GEMM_BM * e.n_tiles;
-    gr->smem = gemm_epilogue_smem();
+    gr->smem = gemm_epilogue_smem(gemm_consumers(&e));
 }
 
 int gemm_product_kept(const Graph *g, const Group *gr) {
@@ -176,6 +183,7 @@ void gen_gemm_epilogue(Gen *G, StrBuf *o) {
     key(&ks, "HEAD", "%s", head.s ? head.s : "");
     key(&ks, "BODY", "%s", body.s ? body.s : "");
     key(&ks, "KEEP", "%d", gemm_product_kept(G->g, gr));
+    key(&ks, "CONSUMERS", "%d", gemm_consumers(&e));
     key(&ks, "STORES", "%s", stores);
     key(&ks, "POINTERS", "%s", G->ptrs.s ? G->ptrs.s : "");
     key(&ks, "M", "%lld", (long long)e.m);

@@ -54,7 +54,10 @@ static void run_frontend(Compile *c) {
     /* the options change the kernels, so they are part of the plan's identity */
     char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s%s", !c->opt->no_fusion, c->remat,
                               c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge,
-                              c->opt->no_dw_add ? " dw_add=0" : "", c->opt->gemm_epilogues ? " epilogues=1" : "");
+                              c->opt->no_dw_add ? " dw_add=0" : "",
+                              c->opt->gemm_epilogues == GEMM_EPILOGUES_ALL    ? " epilogues=1"
+                              : c->opt->gemm_epilogues == GEMM_EPILOGUES_NONE ? " epilogues=0"
+                                                                              : "");
     char *hash = plan_hash(c->r.g, options); /* of the sources (the frontend's hash) and the options */
     free(c->r.g->hash);
     c->r.g->hash = hash;
@@ -82,7 +85,8 @@ static void run_dw_add(Compile *c) {
     if (!c->opt->no_dw_add && !c->opt->forward_only) pass_dw_add(c->r.g, c->r.p);
 }
 static void run_epilogue(Compile *c) {
-    if (c->opt->gemm_epilogues && !c->opt->no_fusion) pass_epilogue(c->r.g, c->r.p, c->opt->reference_kernels);
+    if (c->opt->gemm_epilogues != GEMM_EPILOGUES_NONE && !c->opt->no_fusion)
+        pass_epilogue(c->r.g, c->r.p, c->opt->reference_kernels, c->opt->gemm_epilogues == GEMM_EPILOGUES_ALL);
 }
 static void run_schedule(Compile *c) { pass_schedule(c->r.g, c->r.p); }
 static void run_memplan(Compile *c) { pass_memplan(c->r.g, c->r.p); }

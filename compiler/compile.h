@@ -23,8 +23,13 @@ typedef struct CompileOptions {
     int forward_only;       /* no backward pass and no optimizer: a plan that computes the loss */
     int no_merge;           /* every projection a GEMM of its own (for comparing with the merged plan) */
     int no_dw_add;          /* weight gradients written as dW and added by a kernel (for comparing) */
-    int gemm_epilogues;     /* elementwise kernels as the epilogue of the GEMM they read (pass_epilogue.c) */
+    int gemm_epilogues;     /* elementwise kernels as the epilogue of the GEMM they read (pass_epilogue.c):
+                             * GEMM_EPILOGUES_ below */
 } CompileOptions;
+/* which elementwise kernels join the GEMM they read: by default those that read nothing
+ * from memory but the product (SwiGLU's forward), with --gemm-epilogues every one the rule
+ * allows (also SwiGLU's backward, which loads gate and up), with --no-gemm-epilogues none */
+enum { GEMM_EPILOGUES_PRODUCT = 0, GEMM_EPILOGUES_ALL = 1, GEMM_EPILOGUES_NONE = 2 };
 
 /* Runs every pass. Dies with a located message on bad input. */
 CompileResult compile_graph(const CompileOptions *opt);

@@ -44,7 +44,8 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--no-remat")) copt.no_remat = 1;
         else if (!strcmp(a, "--no-merge")) copt.no_merge = 1;
         else if (!strcmp(a, "--no-dw-add")) copt.no_dw_add = 1;
-        else if (!strcmp(a, "--gemm-epilogues")) copt.gemm_epilogues = 1;
+        else if (!strcmp(a, "--gemm-epilogues")) copt.gemm_epilogues = GEMM_EPILOGUES_ALL;
+        else if (!strcmp(a, "--no-gemm-epilogues")) copt.gemm_epilogues = GEMM_EPILOGUES_NONE;
         else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
         else if (!strcmp(a, "--forward")) copt.forward_only = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
@@ -55,7 +56,7 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--no-merge", "--no-dw-add", "--gemm-epilogues", "--remat-gemm-inputs", "--forward", "-D", "-I",
+                                                "--no-remat", "--no-merge", "--no-dw-add", "--gemm-epilogues", "--no-gemm-epilogues", "--remat-gemm-inputs", "--forward", "-D", "-I",
                                                 "--lua-memory", "--lua-steps", NULL};
             die_unknown_option("compile", a, known);
         }
@@ -68,7 +69,9 @@ int cmd_compile(int argc, char **argv) {
      * goes to a folder of its own */
     const char *changes = opt.n_defines ? "-D" : opt.policy_path ? "--policy" : copt.no_fusion ? "--no-fusion"
                           : copt.no_remat ? "--no-remat" : copt.no_merge ? "--no-merge"
-                          : copt.no_dw_add ? "--no-dw-add" : copt.gemm_epilogues ? "--gemm-epilogues"
+                          : copt.no_dw_add ? "--no-dw-add"
+                          : copt.gemm_epilogues == GEMM_EPILOGUES_ALL ? "--gemm-epilogues"
+                          : copt.gemm_epilogues == GEMM_EPILOGUES_NONE ? "--no-gemm-epilogues"
                           : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
                           : copt.reference_kernels ? "--reference-kernels" : copt.forward_only ? "--forward" : NULL;
     if (changes && !out && !dump)

@@ -3,7 +3,13 @@
  * forward (silu(gate) * up from the merged gate/up projection) and backward (the gradients
  * of gate and up from dh = dy W_down). The product then leaves the tensor cores through
  * registers and shared memory instead of a round trip through memory. After merge, whose
- * merged projections the forward's pairing needs; on the kernels. */
+ * merged projections the forward's pairing needs; on the kernels.
+ *
+ * By default only epilogues that read nothing from memory but the product join their GEMM:
+ * those pay (H200, ncu, MiniMind b64: the GEMM and SwiGLU's forward 208 -> 196 us a layer),
+ * while one that also loads operands runs its loads and arithmetic on the consumer
+ * warpgroups and holds the tensor cores up (SwiGLU's backward, gate and up: 188 -> 214 us);
+ * `with_loads` (mmc compile --gemm-epilogues) takes those too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +70,7 @@ static int by_position(const Epi *e, const Node *a, const Node *b) { return e->p
 
 /* the elementwise kernel h joins the GEMM's kernel ga if the rule allows and no cycle comes
  * of it; its ops keep the graph's order, after the GEMM */
-static int try_join(Epi *e, int ga, int h, unsigned reference) {
+static int try_join(Epi *e, int ga, int h, unsigned reference, int with_loads) {
     Group *gemm = e->p->groups[ga], *w = e->p->groups[h];
     if (h == ga || w->kind != GK_ELEMENTWISE || w->n_nodes == 0 || w->stream != gemm->stream) return 0;
     Node **epi = xmalloc((size_t)w->n_nodes * sizeof *epi);
@@ -74,7 +80,9 @@ static int try_join(Epi *e, int ga, int h, unsigned reference) {
             Node *t = epi[j];
             epi[j] = epi[j - 1], epi[j - 1] = t;
         }
-    int ok = !gemm_epilogue_refusal(gemm->anchor, epi, w->n_nodes, reference, NULL) && !path_through_other(e, ga, h);
+    GemmEpilogue shape;
+    int ok = !gemm_epilogue_refusal(gemm->anchor, epi, w->n_nodes, reference, &shape) && (with_loads || !shape.loads) &&
+             !path_through_other(e, ga, h);
     if (ok) {
         for (int i = 0; i < w->n_nodes; i++) group_add(gemm, epi[i]);
         w->n_nodes = 0;
@@ -83,7 +91,7 @@ static int try_join(Epi *e, int ga, int h, unsigned reference) {
     return ok;
 }
 
-void pass_epilogue(Graph *g, Program *p, unsigned reference) {
+void pass_epilogue(Graph *g, Program *p, unsigned reference, int with_loads) {
     Epi e = {p, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int ids = g->next_id;
     e.by_id = xcalloc((size_t)ids, sizeof *e.by_id);
@@ -108,7 +116,7 @@ void pass_epilogue(Graph *g, Program *p, unsigned reference) {
         if (gr->kind != GK_GEMM || gr->n_nodes != 1) continue;
         rd.n = 0;
         reader_groups(&e, gr->anchor, &rd);
-        for (int k = 0; k < rd.n && !try_join(&e, i, rd.at[k], reference); k++) {}
+        for (int k = 0; k < rd.n && !try_join(&e, i, rd.at[k], reference, with_loads); k++) {}
     }
     free(rd.at);
     program_drop_empty_groups(p);

@@ -27,8 +27,9 @@ void pass_dw_add(Graph *g, Program *p);
  * `reference`: the REF_ bits of codegen.h, which decide where the flash kernels run) */
 void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference);
 /* elementwise kernels as the epilogue of the GEMM whose product they read (pass_epilogue.c);
- * after dw_add, on the kernels; `reference`: REF_ bits (REF_GEMM keeps them apart) */
-void pass_epilogue(Graph *g, Program *p, unsigned reference);
+ * after dw_add, on the kernels; `reference`: REF_ bits (REF_GEMM keeps them apart);
+ * `with_loads`: also epilogues that read operands from memory besides the product */
+void pass_epilogue(Graph *g, Program *p, unsigned reference, int with_loads);
 void pass_schedule(Graph *g, Program *p); /* group order, optimizer steps */
 void pass_memplan(Graph *g, Program *p);  /* buffers and offsets */
 /* each kernel's template, launch shape and tiles (codegen_launch.c); `reference`: REF_ bits */

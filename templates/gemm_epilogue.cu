@@ -44,7 +44,8 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}, 1)
              const __grid_constant__ MmcTensorMap tp) {
 {{POINTERS}}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    gemm_sm90::gemm<{{E}}, {{M}}, {{K}}, {{N_TILES}}, 2, {{B_MN}}, {{W}}, {{PAIRED}}, {{KEEP}}>(&ta, &tb, &tp, {{NAME}}_epi{b});
+    static_assert(gemm_sm90::threads<{{CONSUMERS}}>() == {{BLOCK}}, "the block is the GEMM's warpgroups");
+    gemm_sm90::gemm<{{E}}, {{M}}, {{K}}, {{N_TILES}}, 2, {{B_MN}}, {{W}}, {{PAIRED}}, {{KEEP}}, {{CONSUMERS}}>(&ta, &tb, &tp, {{NAME}}_epi{b});
 #else
     gemm_epilogue::from_memory<{{E}}, {{M}}, {{W}}, {{PAIRED}}>({{PROD}}, {{LDP}}L, {{NAME}}_epi{b});
 #endif

@@ -13,17 +13,21 @@
 // epilogue sees gate and up of the same elements.
 //
 // The kernel is persistent and warp-specialized, as Hopper GEMMs are. A block holds a
-// producer warpgroup, of which one thread issues the copies, and two consumer warpgroups.
+// producer warpgroup, of which one thread issues the copies, and C consumer warpgroups.
 // The copies are the Tensor Memory Accelerator's (cp.async.bulk.tensor): a stage is one
 // 128 x 64 box of A and NS 64 x 64 boxes of B, described by the tensor maps the runtime
 // makes (runtime/tensor_map.c), landing already swizzled, rows past M as zeros, with no
 // thread of the block spent on addresses. They fill a ring of STAGES stages, each with a
 // `full` mbarrier (its bytes landed: the copies count them) and an `empty` one (its reader
-// is done). The consumers take the block's tiles in turn (0, 2, 4, .. and 1, 3,
-// 5, ..): while one runs its epilogue (rounding, the fused ops, the stores), the other keeps
+// is done). The consumers take the block's tiles in turn (with two: 0, 2, 4, .. and 1, 3,
+// 5, ..): while one runs its epilogue (rounding, the fused ops, the stores), another keeps
 // the tensor cores busy. They take turns at the main loop too (a `turn` mbarrier each),
 // which also keeps a consumer from waiting on a stage two uses ahead, where a parity wait
-// could not tell the uses apart. Tiles are 128-byte rows with the 128-byte swizzle, as in
+// could not tell the uses apart. C is 2 or 3 (codegen_gemm.c chooses): three consumers
+// have fewer registers (160 against 232), which an epilogue that reads nothing but the
+// product affords, and run two epilogues beside each main loop (H200, ncu, MiniMind b64:
+// SwiGLU's forward 204 -> 196 us); one that also loads operands (SwiGLU's backward) wants
+// the registers for its loads in flight. Tiles are 128-byte rows with the 128-byte swizzle, as in
 // flash_attention_sm90.cuh.
 
 // a CUtensorMap as a kernel receives it (NVRTC has no cuda.h): 128 opaque bytes
@@ -47,10 +51,12 @@ namespace gemm_sm90 {
 using flash::u32;
 using flash_sm90::u64;
 
-constexpr int BM = 128, BK = 64, STAGES = 4, CONSUMERS = 2;
-constexpr int THREADS = 128 * (CONSUMERS + 1);  // the producer's warpgroup last
-// registers a thread: what the producer warpgroup gives up the consumers take (of 65536)
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+constexpr int BM = 128, BK = 64, STAGES = 4;
+template <int C> __host__ __device__ constexpr int threads() { return 128 * (C + 1); } // the producer's warpgroup last
+// registers a thread: what the producer warpgroup gives up the consumers take (of 65536; a
+// consumer's main loop holds 128 accumulators)
+template <int C> __host__ __device__ constexpr int producer_regs() { return C == 2 ? 40 : 24; }
+template <int C> __host__ __device__ constexpr int consumer_regs() { return C == 2 ? 232 : 160; }
 constexpr u32 SLAB = 8192;                    // 64 rows of 128 bytes: a swizzled 64 x 64 tile
 // shared memory from a 1024-byte boundary: the ring, each consumer's rounded tile, the
 // mbarriers (full and empty by stage, turn by consumer, 8 bytes each)
@@ -59,8 +65,8 @@ template <int NS> __host__ __device__ constexpr u32 ring_bytes() { return STAGES
 // (what the product's tensor map stores from), 16 KB apart
 constexpr u32 OUT_SLAB = BM * 128;
 template <int NS> __host__ __device__ constexpr u32 out_bytes() { return NS * OUT_SLAB; }
-template <int NS> __host__ __device__ constexpr u32 smem_bytes() {
-    return ring_bytes<NS>() + CONSUMERS * out_bytes<NS>() + (2 * STAGES + CONSUMERS) * 8;
+template <int NS, int C> __host__ __device__ constexpr u32 smem_bytes() {
+    return ring_bytes<NS>() + C * out_bytes<NS>() + (2 * STAGES + C) * 8;
 }
 
 #define GEMM_SM90_ACC64(d)                                                                                           \
@@ -118,7 +124,7 @@ __device__ __forceinline__ void bar_arrive(u32 bar) {
 __device__ __forceinline__ void bar_arrive_expect(u32 bar, u32 bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-// a barrier of one consumer warpgroup (ids 1, 2: 0 is __syncthreads)
+// a barrier of one consumer warpgroup (ids 1 to C: 0 is __syncthreads)
 __device__ __forceinline__ void wg_sync(int consumer) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory"); }
 
 // the box of `map` at (c0: the inner, contiguous dimension; c1: rows) into shared memory at
@@ -157,18 +163,19 @@ __device__ __forceinline__ u32 out_at(u32 tile, int r, int chunk) {
 // and the same 8 of slab 1, v[0] and v[1], at column 64 n. epi.load(i0, r) reads what the
 // fused ops need into its Regs, epi.store(i0, r, v) computes and stores; EPI_BATCH units'
 // loads are issued before their stores.
-template <typename E, int M, int K, int N_TILES, int NS, int B_MN, int W, int PAIRED, int KEEP, class Epi>
+template <typename E, int M, int K, int N_TILES, int NS, int B_MN, int W, int PAIRED, int KEEP, int C, class Epi>
 __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorMap *map_b, const MmcTensorMap *map_p,
                                      const Epi &epi) {
     static_assert(K % BK == 0, "K in steps of 64");
-    static_assert(CONSUMERS == 2 && (!PAIRED || NS == 2), "two consumers; a pair is two slabs");
+    static_assert((C == 2 || C == 3) && (!PAIRED || NS == 2), "two or three consumers; a pair is two slabs");
+    static_assert(128 * (producer_regs<C>() + C * consumer_regs<C>()) <= 65536, "the register file");
     constexpr int KT = K / BK, TILES = (M + BM - 1) / BM * N_TILES;
     constexpr u32 STAGE = (2 + NS) * SLAB;
     constexpr int EPI_BATCH = 4;
     extern __shared__ __align__(16) unsigned char gemm_smem[];
-    unsigned char *sm = flash_sm90::smem_base(gemm_smem, smem_bytes<NS>());
+    unsigned char *sm = flash_sm90::smem_base(gemm_smem, smem_bytes<NS, C>());
     const u32 base = flash::smem_addr(sm);
-    const u32 full = base + ring_bytes<NS>() + CONSUMERS * out_bytes<NS>(), empty = full + 8 * STAGES;
+    const u32 full = base + ring_bytes<NS>() + C * out_bytes<NS>(), empty = full + 8 * STAGES;
     const u32 turn = empty + 8 * STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
@@ -176,14 +183,14 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
             bar_init(full + 8 * s, 1);  // the producing thread, and then the bytes
             bar_init(empty + 8 * s, 4); // the reading warpgroup's warps
         }
-        for (int c = 0; c < CONSUMERS; c++) bar_init(turn + 8 * c, 4); // the other's warps
+        for (int c = 0; c < C; c++) bar_init(turn + 8 * c, 4); // the previous one's warps
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    if (warp >= 4 * CONSUMERS) { // the producer's warpgroup: one thread issues every copy
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        if (threadIdx.x != 128 * CONSUMERS) return;
+    if (warp >= 4 * C) { // the producer's warpgroup: one thread issues every copy
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(producer_regs<C>()));
+        if (threadIdx.x != 128 * C) return;
         int it = 0;
         for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
             const int m0 = tile / N_TILES * BM, n = tile % N_TILES;
@@ -204,21 +211,20 @@ __device__ __forceinline__ void gemm(const MmcTensorMap *map_a, const MmcTensorM
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs<C>()));
     const int consumer = warp >> 2, w = warp & 3, g = lane >> 2, t = lane & 3;
     const u32 cs = base + ring_bytes<NS>() + consumer * out_bytes<NS>();
     const bool issuer = (threadIdx.x & 127) == 0; // of the product's stores
-    for (int j = consumer, tile = blockIdx.x + consumer * gridDim.x; tile < TILES;
-         j += CONSUMERS, tile += CONSUMERS * gridDim.x) {
+    for (int j = consumer, tile = blockIdx.x + consumer * gridDim.x; tile < TILES; j += C, tile += C * gridDim.x) {
         const int m0 = tile / N_TILES * BM, n = tile % N_TILES;
-        if (j > 0) bar_wait(turn + 8 * consumer, ((j - 1) / CONSUMERS) & 1); // the tile before is in
+        if (j > 0) bar_wait(turn + 8 * consumer, ((j - 1) / C) & 1); // the tile before is in
         float d[2][32 * NS]; // rows 0-63 and 64-127 of the tile (the first product sets them)
 #pragma unroll
         for (int i = 0; i < 32 * NS; i++) d[0][i] = d[1][i] = 0.0f;
         for (int kt = 0; kt < KT; kt++) {
             const int it = j * KT + kt, s = it % STAGES;
             bar_wait(full + 8 * s, (it / STAGES) & 1);
-            if (kt == KT - 1 && lane == 0) bar_arrive(turn + 8 * (consumer ^ 1)); // the next tile's turn
+            if (kt == KT - 1 && lane == 0) bar_arrive(turn + 8 * ((consumer + 1) % C)); // the next tile's turn
             const u32 st = base + s * STAGE;
             flash_sm90::fence();
 #pragma unroll

@@ -29,10 +29,11 @@ refused "another plan's kernels.cu"
 cp "$tmp/own.cu" "$tmp/a/kernels.cu"
 printf '\n' >>"$tmp/a/kernels.cu"
 refused "a kernels.cu with one more byte"
-# a .cu file given itself is compiled as it is: an NVRTC error names the kernel it is in
+# a .cu file given itself is compiled as it is: an NVRTC error names the kernel it is in (the
+# first silu is in the epilogue of the gate/up GEMM)
 sed "0,/ = mmc_silu(/s// = mmc_silu_typo(/" "$tmp/own.cu" >"$tmp/broken.cu"
 if ./mmc check-kernels "$tmp/broken.cu" --arch sm_90 2>"$tmp/err"; then echo "a broken kernel compiled"; fail=1; fi
-grep -q '\[k[0-9]*_elementwise_layers_0_mlp_act_mul\].*mmc_silu_typo' "$tmp/err" \
+grep -q '\[k[0-9]*_linear_layers_0_mlp_gate_proj_up_proj\].*mmc_silu_typo' "$tmp/err" \
   || { echo "the NVRTC error does not name the kernel:"; cat "$tmp/err"; fail=1; }
 [ $fail -eq 0 ] && echo "check-kernels: the plan's own kernels.cu compiles; an empty, a foreign and an edited one are refused; a broken .cu names its kernel"
 exit $fail

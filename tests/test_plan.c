@@ -148,28 +148,39 @@ int main(void) {
         free(own), free(from), free(to), free(anchor_op);
     }
 
-    /* with --gemm-epilogues SwiGLU's forward and backward are the epilogues of their GEMMs
-     * (pass_epilogue.c): the forward of the merged gate/up projection's two halves, the
-     * backward of dh = dy W_down; without it none is; a plan whose epilogue reads one half
-     * twice is refused */
-    for (int i = 0; i < pm->p->n_groups; i++)
-        CHECK(pm->p->groups[i]->kind != GK_GEMM || pm->p->groups[i]->n_nodes == 1, "minimind: %s has an epilogue by default",
-              pm->p->groups[i]->kernel);
-    CompileOptions eo = {0};
-    eo.front.graph_path = "graphs/minimind.lua";
-    eo.gemm_epilogues = 1;
-    CompileResult me = compile_graph(&eo);
-    Plan *pe = plan_read(me.plan, "minimind-epilogues/plan");
-    int fwd_epi = 0, bwd_epi = 0;
-    for (int i = 0; i < pe->p->n_groups; i++) {
-        const Group *gr = pe->p->groups[i];
-        if (gr->kind != GK_GEMM || gr->n_nodes == 1) continue;
-        GemmEpilogue e;
-        CHECK(!gemm_epilogue_refusal(gr->anchor, gr->nodes + 1, gr->n_nodes - 1, 0, &e), "minimind: %s refused", gr->kernel);
-        fwd_epi += gr->anchor->op == OP_LINEAR && e.paired;
-        bwd_epi += gr->anchor->op == OP_LINEAR_DX && !e.paired;
+    /* SwiGLU's forward is the epilogue of the merged gate/up projection (its two halves) by
+     * default, its backward (dh = dy W_down, loading gate and up) only with --gemm-epilogues,
+     * and none is with --no-gemm-epilogues (pass_epilogue.c); a plan whose epilogue reads
+     * one half twice is refused */
+    static const struct {
+        int mode, fwd, bwd;
+        const char *name;
+    } epilogue_modes[] = {{GEMM_EPILOGUES_PRODUCT, 8, 0, "by default"},
+                          {GEMM_EPILOGUES_ALL, 8, 8, "with --gemm-epilogues"},
+                          {GEMM_EPILOGUES_NONE, 0, 0, "with --no-gemm-epilogues"}};
+    CompileResult me = {0};
+    for (int m = 0; m < 3; m++) {
+        CompileOptions eo = {0};
+        eo.front.graph_path = "graphs/minimind.lua";
+        eo.gemm_epilogues = epilogue_modes[m].mode;
+        CompileResult r = compile_graph(&eo);
+        Plan *pe = plan_read(r.plan, "minimind-epilogues/plan");
+        int fwd_epi = 0, bwd_epi = 0;
+        for (int i = 0; i < pe->p->n_groups; i++) {
+            const Group *gr = pe->p->groups[i];
+            if (gr->kind != GK_GEMM || gr->n_nodes == 1) continue;
+            GemmEpilogue e;
+            CHECK(!gemm_epilogue_refusal(gr->anchor, gr->nodes + 1, gr->n_nodes - 1, 0, &e), "minimind: %s refused", gr->kernel);
+            fwd_epi += gr->anchor->op == OP_LINEAR && e.paired && !e.loads;
+            bwd_epi += gr->anchor->op == OP_LINEAR_DX && !e.paired && e.loads;
+            /* three consumer warpgroups and the producer's where the epilogue loads nothing */
+            CHECK(gr->block == (e.loads ? 384 : 512), "minimind: %s has %lld threads a block", gr->kernel, (long long)gr->block);
+        }
+        CHECK(fwd_epi == epilogue_modes[m].fwd && bwd_epi == epilogue_modes[m].bwd,
+              "minimind %s: %d forward and %d backward SwiGLU epilogues, not %d and %d", epilogue_modes[m].name, fwd_epi, bwd_epi,
+              epilogue_modes[m].fwd, epilogue_modes[m].bwd);
+        if (epilogue_modes[m].mode == GEMM_EPILOGUES_ALL) me = r;
     }
-    CHECK(fwd_epi == 8 && bwd_epi == 8, "minimind: %d forward and %d backward SwiGLU epilogues, not 8 and 8", fwd_epi, bwd_epi);
     const char *silu = strstr(me.plan, " silu in=%");
     const char *mul = silu ? strstr(silu, " mul in=%") : NULL;
     CHECK(silu && mul, "minimind: no silu and mul lines");
