@@ -64,6 +64,9 @@ void launch_attention(Gen *G, const Split *s) {
             tile(gr, "BC", bc), tile(gr, "MIN_BLOCKS", hd <= 64 ? 4 : 1);
             gr->grid = bsz * a->a.heads, gr->grid_y = (t + 63) / 64;
             gr->smem = (2 * 64 + 4 * bc) * pitch * 2 + 64 * 4;
+            /* heads of 64 on sm_90a take key tiles of 64 (flash_sm90::DQ_SMEM, from a 1024-byte
+             * boundary), more than the mma.sync kernel's */
+            if (hd == 64 && gr->smem < 6 * 8192 + 256 + 1024) gr->smem = 6 * 8192 + 256 + 1024;
             gr->tmpl = "attention_backward_dq_flash.cu";
         } else {
             gr->grid = bsz * a->a.heads * t;

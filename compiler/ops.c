@@ -209,6 +209,7 @@ const OpInfo op_info[OP_COUNT] = {
                  .templates = "cross_entropy_wide.cu cross_entropy.cu", .ref = ref_cross_entropy,
                  .doc = "mean over kept targets of -log_softmax(logits)[target]"},
     [OP_CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward", 5, OK_ANCHOR, PC_NONE, .attrs = A(IGNORE), .epilogue = 1,
+                                   .overwrites = 1 + 1, /* dlogits over the logits */
                                    .float_in = B(1), .shape = shape_cross_entropy_backward,
                                    .launch = launch_cross_entropy_backward, .gen = gen_cross_entropy_backward,
                  .templates = "cross_entropy_backward_wide.cu cross_entropy_backward.cu", .ref = ref_cross_entropy_backward,

@@ -106,6 +106,10 @@ typedef struct OpInfo {
     unsigned float_in;  /* bit i set = input i is a floating-point tensor that rules may cast */
     unsigned row_in;    /* elementwise: bit i set = input i holds one value per row of the
                            result (the result's shape without its last dim) */
+    int overwrites;     /* anchors: 1 + the input whose bytes the kernel may write its result
+                           over (pass_memplan), where that input dies in the kernel: it reads
+                           each element of it only where, and before, it writes that element;
+                           0: none */
     ShapeRule shape;
     DTypeRule dtype;    /* NULL: dtype = compute */
     GradRule grad;      /* NULL: not differentiable */

@@ -3,7 +3,7 @@
  * loop; weight casts fill the `weights` buffer; the loss-gradient seed lives in the step
  * state; every other stored value gets an offset in one arena from its lifetime over
  * the schedule (first writer to last reader), so values that are never alive together
- * share bytes. Views take no bytes of their own: a slice lies in what it slices, and the
+ * share bytes, and a kernel that reads an input only where it writes may write over it. Views take no bytes of their own: a slice lies in what it slices, and the
  * inputs of a concat lie side by side in it (its rows ld elements apart, along the last dim),
  * so each is alive as long as any of them is read. */
 #include <stddef.h>
@@ -96,6 +96,37 @@ static void place_slice(Node *s) {
     s->buffer = x->buffer;
     s->materialized = 1;
     s->offset = x->offset + slice_offset(s, &s->ld);
+}
+
+/* ---- results written over an input */
+
+/* An anchor that may write its result over an input (op_info.overwrites) gets that input's
+ * bytes where the input dies in its kernel and the result is the kernel's one stored value,
+ * dense, of the input's size and element size: cross-entropy's gradient over the logits,
+ * which would otherwise be alive together (2 x 419 MB for MiniMind at batch 64). The input's
+ * interval then lasts as long as the result's, and the result takes no interval of its own.
+ * alias[i]: the interval whose bytes interval i takes, or -1. */
+static void alias_overwrites(const Graph *g, const Program *p, const int *last_use, Interval *iv, Node **iv_node, int n_iv,
+                             int *alias) {
+    int *at = xmalloc((size_t)g->next_id * sizeof(int));
+    for (int i = 0; i < g->next_id; i++) at[i] = -1;
+    for (int i = 0; i < n_iv; i++) at[iv_node[i]->id] = i, alias[i] = -1;
+    for (int gi = 0; gi < p->n_groups; gi++) {
+        const Group *gr = p->groups[gi];
+        const Node *a = gr->anchor;
+        if (!a || !op_info[a->op].overwrites) continue;
+        const Node *x = a->in[op_info[a->op].overwrites - 1];
+        int xi = at[x->id], ni = -1, stored = 0;
+        for (int k = 0; k < gr->n_nodes; k++)
+            if (at[gr->nodes[k]->id] >= 0) ni = at[gr->nodes[k]->id], stored++;
+        if (xi < 0 || stored != 1 || x->group == gi || last_use[x->id] != gi || alias[xi] >= 0) continue;
+        const Node *n = iv_node[ni];
+        if (n->ld || x->ld || shape_numel(&n->shape) != shape_numel(&x->shape) || dtype_size(n->dtype) != dtype_size(x->dtype))
+            continue;
+        alias[ni] = xi;
+        if (iv[ni].last > iv[xi].last) iv[xi].last = iv[ni].last;
+    }
+    free(at);
 }
 
 /* ---- placement */
@@ -218,8 +249,17 @@ void pass_memplan(Graph *g, Program *p) {
             p->arena_unplanned += x.size;
         }
     }
-    size[BUF_ARENA] = plan_intervals(iv, n_iv, ALIGN);
-    for (int i = 0; i < n_iv; i++) iv_node[i]->offset = iv[i].offset;
+    int *alias = xmalloc(((size_t)n_iv + 1) * sizeof(int));
+    alias_overwrites(g, p, last_use, iv, iv_node, n_iv, alias);
+    Interval *own = xmalloc(((size_t)n_iv + 1) * sizeof *own); /* the intervals that take bytes of their own */
+    int n_own = 0;
+    for (int i = 0; i < n_iv; i++)
+        if (alias[i] < 0) own[n_own++] = iv[i];
+    size[BUF_ARENA] = plan_intervals(own, n_own, ALIGN);
+    for (int i = 0, j = 0; i < n_iv; i++)
+        if (alias[i] < 0) iv[i].offset = own[j++].offset;
+    for (int i = 0; i < n_iv; i++) iv_node[i]->offset = iv[alias[i] < 0 ? i : alias[i]].offset;
+    free(alias), free(own);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i]->op == OP_CONCAT) place_concat_inputs(g->nodes[i]);
         if (g->nodes[i]->op == OP_SLICE) place_slice(g->nodes[i]);

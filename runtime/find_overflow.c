@@ -64,9 +64,24 @@ static void on_value(void *ctx, const Node *n, const double *value, double *cons
     }
 }
 
-/* group gi again on a ref backend, from the inputs `b` holds: the first op whose value is
- * not finite (the kernel may hold several, of which the backend stores only some) */
-static void inside_kernel(Backend *b, int gi, OverflowReport *r) {
+/* the input group gi writes its result over (pass_memplan), or NULL */
+static const Node *written_over(const Plan *pl, int gi) {
+    const Group *gr = pl->p->groups[gi];
+    const Node *a = gr->anchor;
+    if (!a || !op_info[a->op].overwrites) return NULL;
+    const Node *x = a->in[op_info[a->op].overwrites - 1];
+    if (!x->materialized || x->buffer != BUF_ARENA || x->group == gi) return NULL;
+    for (int i = 0; i < gr->n_nodes; i++) {
+        const Node *n = gr->nodes[i];
+        if (n->materialized && n->buffer == BUF_ARENA && n->offset == x->offset) return x;
+    }
+    return NULL;
+}
+
+/* group gi again on a ref backend, from the inputs `b` holds (and the bytes of the input it
+ * wrote over, `saved`, as they were before it ran): the first op whose value is not finite
+ * (the kernel may hold several, of which the backend stores only some) */
+static void inside_kernel(Backend *b, int gi, const void *saved, OverflowReport *r) {
     Plan *pl = b->pl;
     Backend *ref = ref_backend_create(pl); /* untouched pages of its buffers cost nothing */
     static const int whole[] = {BUF_IO, BUF_PARAMS, BUF_WEIGHTS, BUF_GRADS, BUF_CONSTS, BUF_STATE, BUF_SCRATCH};
@@ -78,6 +93,8 @@ static void inside_kernel(Backend *b, int gi, OverflowReport *r) {
             const Node *x = gr->nodes[i]->in[k];
             if (x->group != gi && x->materialized && x->buffer == BUF_ARENA) copy_bytes(b, ref, BUF_ARENA, x->offset, node_extent_bytes(x));
         }
+    const Node *over = written_over(pl, gi);
+    if (over && saved) ref->write(ref, BUF_ARENA, over->offset, saved, node_extent_bytes(over));
     Watch w = {r};
     ref_backend_watch(ref, on_value, &w);
     ref->run_group(ref, gi);
@@ -96,12 +113,19 @@ OverflowReport find_overflow(Backend *b, const MmcStepState *before, int32_t *co
     start.found_inf = 0;
     b->write(b, BUF_STATE, 0, &start, sizeof start);
     int bad_group = -1;
+    void *saved = NULL; /* the input the last kernel that writes over one wrote over, as it was */
     for (int a = 0; a < pl->g->train.accumulation && bad_group < 0; a++) {
         b->write(b, BUF_IO, ids_leaf->offset, ids[a], (int64_t)batch_bytes);
         b->write(b, BUF_IO, labels_leaf->offset, labels[a], (int64_t)batch_bytes);
         for (int i = 0; i < pl->p->n_groups && bad_group < 0; i++) {
             const Group *gr = pl->p->groups[i];
             if (gr->phase != PHASE_MICRO) continue;
+            const Node *over = written_over(pl, i);
+            if (over) { /* kept for the re-run on the ref, should this kernel be the one */
+                free(saved);
+                saved = xmalloc((size_t)node_extent_bytes(over) + 1);
+                b->read(b, BUF_ARENA, over->offset, saved, node_extent_bytes(over));
+            }
             b->run_group(b, i);
             for (int k = 0; k < gr->n_nodes && !r.stored; k++)
                 if ((gr->nodes[k] != gr->anchor || gemm_product_kept(pl->g, gr)) && stored_not_finite(b, gr->nodes[k]))
@@ -112,9 +136,10 @@ OverflowReport find_overflow(Backend *b, const MmcStepState *before, int32_t *co
     if (bad_group >= 0) {
         r.found = 1;
         r.kernel = pl->p->groups[bad_group]->kernel;
-        inside_kernel(b, bad_group, &r);
+        inside_kernel(b, bad_group, written_over(pl, bad_group) ? saved : NULL, &r);
         if (!r.node) r.node = r.stored; /* the ref's arithmetic stayed finite: the stored value is what is known */
     }
+    free(saved);
     /* as after the update: its step state, and no gradient (the update was skipped) */
     int64_t gbytes = pl->p->buffer_bytes[BUF_GRADS];
     void *zeros = xcalloc((size_t)gbytes + 1, 1);

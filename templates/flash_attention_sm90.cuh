@@ -223,17 +223,21 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
     flash::store_rows<E, 1, HD, HD + 8>(ks, out, 1.0f, o + (long)b * T * qstride + (long)h * HD, q0, T, qstride);
 }
 
-// ---- backward, kernel 1 of 2: as flash::backward_dq with BC = 32. Shared memory: q and dO
-// [64][64] each, k and v [2][32][64] each, dsum [64]; 32.25 KB.
-constexpr u32 DQ_SMEM = 4 * 8192 + 256;
+// ---- backward, kernel 1 of 2: as flash::backward_dq, with key tiles of 64 (BC). The 16-key
+// steps of dq += ds k come in the same order as with the mma.sync kernel's 32, so the sums
+// are the same; a tile of 64 makes each of s = q k^T and dp = dO v^T one 64-wide wgmma
+// (two 32-wide ones took twice the operand reads from shared memory) and halves the block's
+// barriers (H200, ncu, MiniMind b64: 0.107 -> 0.102 ms a layer). Shared memory: q and dO [64][64]
+// each, k and v [2][64][64] each, dsum [64]; 48.25 KB.
+constexpr u32 DQ_SMEM = 6 * 8192 + 256;
 template <typename E, int T, int H, int KV, int CAUSAL, long VS, long DQS, typename Out>
 __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *k, const E *v, const E *out,
                                             const float *lse, E *dq, float *dsum, float scale, const Out &writer) {
-    constexpr int HD = 64, BR = 64, BC = 32, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
+    constexpr int HD = 64, BR = 64, BC = 64, NQB = (T + BR - 1) / BR, NKB = (T + BC - 1) / BC;
     extern __shared__ __align__(16) unsigned char flash_smem[];
     unsigned char *sm = smem_base(flash_smem, DQ_SMEM);
-    E *qs = (E *)sm, *dos = (E *)(sm + 8192), *ks = (E *)(sm + 2 * 8192), *vs = (E *)(sm + 3 * 8192);
-    float *dsm = (float *)(sm + 4 * 8192);
+    E *qs = (E *)sm, *dos = (E *)(sm + 8192), *ks = (E *)(sm + 2 * 8192), *vs = (E *)(sm + 4 * 8192);
+    float *dsm = (float *)(sm + 6 * 8192);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / H, h = blockIdx.x % H, kvh = h / (H / KV);
     const int q0 = (NQB - 1 - (int)blockIdx.y) * BR;
@@ -272,27 +276,27 @@ __device__ __forceinline__ void backward_dq(const E *dout, const E *q, const E *
             }
         }
         const u32 kt = ka + (kb & 1) * BC * 128, vt = va + (kb & 1) * BC * 128;
-        float s[16], dp[16];
+        float s[32], dp[32];
         fence();
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) MmaSS<E, 32>::run(s, desc_k(qa + kk * 32), desc_k(kt + kk * 32), kk);
+        for (int kk = 0; kk < HD / 16; kk++) MmaSS<E, 64>::run(s, desc_k(qa + kk * 32), desc_k(kt + kk * 32), kk);
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) MmaSS<E, 32>::run(dp, desc_k(da + kk * 32), desc_k(vt + kk * 32), kk);
+        for (int kk = 0; kk < HD / 16; kk++) MmaSS<E, 64>::run(dp, desc_k(da + kk * 32), desc_k(vt + kk * 32), kk);
         commit();
         wait_all();
         // s[4 n + e]: row g + 8 (e / 2) of this warp's 16, key 8 n + 2 t + e % 2 of the tile
         const bool edge = (T % BC != 0 && kb == NKB - 1) || (CAUSAL && kb * BC + BC - 1 > q0);
 #pragma unroll
-        for (int i = 0; i < 16; i++) s[i] = flash::exp2_ftz(fmaf(s[i], sl2, -lse2[(i >> 1) & 1])); // p
+        for (int i = 0; i < 32; i++) s[i] = flash::exp2_ftz(fmaf(s[i], sl2, -lse2[(i >> 1) & 1])); // p
         if (edge) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
+            for (int i = 0; i < 32; i++) {
                 const int row = q0 + warp * 16 + g + 8 * ((i >> 1) & 1), key = kb * BC + (i >> 2) * 8 + 2 * t + (i & 1);
                 if (key >= T || (CAUSAL && key > row)) s[i] = 0.0f;
             }
         }
 #pragma unroll
-        for (int i = 0; i < 16; i++) s[i] *= dp[i] - dsr[(i >> 1) & 1]; // ds
+        for (int i = 0; i < 32; i++) s[i] *= dp[i] - dsr[(i >> 1) & 1]; // ds
         u32 a[BC / 16][4];
 #pragma unroll
         for (int j = 0; j < BC / 16; j++) to_a<E>(a[j], s, j);
