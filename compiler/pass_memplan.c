@@ -3,9 +3,10 @@
  * loop; weight casts fill the `weights` buffer; the loss-gradient seed lives in the step
  * state; every other stored value gets an offset in one arena from its lifetime over
  * the schedule (first writer to last reader), so values that are never alive together
- * share bytes, and a kernel that reads an input only where it writes may write over it. Views take no bytes of their own: a slice lies in what it slices, and the
- * inputs of a concat lie side by side in it (its rows ld elements apart, along the last dim),
- * so each is alive as long as any of them is read. */
+ * share bytes, and a kernel that reads an input only where it writes may write over it.
+ * Views take no bytes of their own: a slice lies in what it slices, and the inputs of a
+ * concat lie side by side in it (its rows ld elements apart, along the last dim), so each
+ * is alive as long as any of them is read. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,9 @@ static void alias_overwrites(const Graph *g, const Program *p, const int *last_u
         int xi = at[x->id], ni = -1, stored = 0;
         for (int k = 0; k < gr->n_nodes; k++)
             if (at[gr->nodes[k]->id] >= 0) ni = at[gr->nodes[k]->id], stored++;
-        if (xi < 0 || stored != 1 || x->group == gi || last_use[x->id] != gi || alias[xi] >= 0) continue;
+        /* x dies here: no later kernel reads it, and it is not kept past the step (the loss,
+         * a forward plan's logits) */
+        if (xi < 0 || stored != 1 || x->group == gi || last_use[x->id] != gi || iv[xi].last != gi || alias[xi] >= 0) continue;
         const Node *n = iv_node[ni];
         if (n->ld || x->ld || shape_numel(&n->shape) != shape_numel(&x->shape) || dtype_size(n->dtype) != dtype_size(x->dtype))
             continue;

@@ -226,8 +226,8 @@ __device__ __forceinline__ void forward(const E *q, const E *k, const E *v, E *o
 // ---- backward, kernel 1 of 2: as flash::backward_dq, with key tiles of 64 (BC). The 16-key
 // steps of dq += ds k come in the same order as with the mma.sync kernel's 32, so the sums
 // are the same; a tile of 64 makes each of s = q k^T and dp = dO v^T one 64-wide wgmma
-// (two 32-wide ones took twice the operand reads from shared memory) and halves the block's
-// barriers (H200, ncu, MiniMind b64: 0.107 -> 0.102 ms a layer). Shared memory: q and dO [64][64]
+// (two 32-wide ones read q and dO from shared memory twice) and halves the block's barriers
+// (H200, ncu, MiniMind b64: 0.107 -> 0.102 ms a layer). Shared memory: q and dO [64][64]
 // each, k and v [2][64][64] each, dsum [64]; 48.25 KB.
 constexpr u32 DQ_SMEM = 6 * 8192 + 256;
 template <typename E, int T, int H, int KV, int CAUSAL, long VS, long DQS, typename Out>
