@@ -117,6 +117,9 @@ void ir_attrs(StrBuf *o, const Node *n) { attrs_print(o, &n->a, op_info[n->op].a
 
 int node_is_view(const Node *n) { return op_info[n->op].kind == OK_VIEW; }
 int node_adds_to_grads(const Node *n) { return n->op == OP_GRAD_ACCUMULATE || n->op == OP_LINEAR_DW_ADD; }
+const Node *node_overwritable_input(const Node *n) {
+    return op_info[n->op].overwrites ? n->in[op_info[n->op].overwrites - 1] : NULL;
+}
 
 static int64_t last_dim(const Node *n) { return n->shape.rank ? n->shape.dim[n->shape.rank - 1] : 1; }
 

@@ -131,6 +131,8 @@ int shape_is_suffix(const Shape *a, const Shape *b);
 const char *node_label(const Node *n); /* its name or "%<id>" */
 int node_is_view(const Node *n);        /* a slice or a concat: memory of other nodes, no code */
 int node_adds_to_grads(const Node *n);  /* grad_accumulate or linear_dw_add: writes the gradient buffer */
+/* the input an anchor's kernel may write its result over (op_info.overwrites), or NULL */
+const Node *node_overwritable_input(const Node *n);
 int64_t node_row_stride(const Node *n); /* elements between its rows in memory: ld, or the last dim */
 int64_t node_mem_index(const Node *n, int64_t i); /* where element i lies from the first, in elements */
 int64_t node_extent_bytes(const Node *n);          /* from its first element to the end of its last */

@@ -114,9 +114,8 @@ static void alias_overwrites(const Graph *g, const Program *p, const int *last_u
     for (int i = 0; i < n_iv; i++) at[iv_node[i]->id] = i, alias[i] = -1;
     for (int gi = 0; gi < p->n_groups; gi++) {
         const Group *gr = p->groups[gi];
-        const Node *a = gr->anchor;
-        if (!a || !op_info[a->op].overwrites) continue;
-        const Node *x = a->in[op_info[a->op].overwrites - 1];
+        const Node *x = gr->anchor ? node_overwritable_input(gr->anchor) : NULL;
+        if (!x) continue;
         int xi = at[x->id], ni = -1, stored = 0;
         for (int k = 0; k < gr->n_nodes; k++)
             if (at[gr->nodes[k]->id] >= 0) ni = at[gr->nodes[k]->id], stored++;

@@ -67,10 +67,8 @@ static void on_value(void *ctx, const Node *n, const double *value, double *cons
 /* the input group gi writes its result over (pass_memplan), or NULL */
 static const Node *written_over(const Plan *pl, int gi) {
     const Group *gr = pl->p->groups[gi];
-    const Node *a = gr->anchor;
-    if (!a || !op_info[a->op].overwrites) return NULL;
-    const Node *x = a->in[op_info[a->op].overwrites - 1];
-    if (!x->materialized || x->buffer != BUF_ARENA || x->group == gi) return NULL;
+    const Node *x = gr->anchor ? node_overwritable_input(gr->anchor) : NULL;
+    if (!x || !x->materialized || x->buffer != BUF_ARENA || x->group == gi) return NULL;
     for (int i = 0; i < gr->n_nodes; i++) {
         const Node *n = gr->nodes[i];
         if (n->materialized && n->buffer == BUF_ARENA && n->offset == x->offset) return x;

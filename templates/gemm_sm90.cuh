@@ -27,8 +27,8 @@
 // have fewer registers (160 against 232), which an epilogue that reads nothing but the
 // product affords, and run two epilogues beside each main loop (H200, ncu, MiniMind b64:
 // SwiGLU's forward 204 -> 196 us); one that also loads operands (SwiGLU's backward) wants
-// the registers for its loads in flight. Tiles are 128-byte rows with the 128-byte swizzle, as in
-// flash_attention_sm90.cuh.
+// the registers for its loads in flight. Tiles are 128-byte rows with the 128-byte swizzle,
+// as in flash_attention_sm90.cuh.
 
 // a CUtensorMap as a kernel receives it (NVRTC has no cuda.h): 128 opaque bytes
 struct __align__(64) MmcTensorMap {

@@ -84,8 +84,7 @@ static void read_at(int *last, const Node *x, int k) {
 static int written_over(const Plan *pl, const Node *n, const Node *x, const int *last) {
     if (n->group < 0) return 0;
     const Node *a = pl->p->groups[n->group]->anchor;
-    return a && op_info[a->op].overwrites && a->in[op_info[a->op].overwrites - 1] == x && last[x->id] == n->group &&
-           n->offset == x->offset;
+    return a && node_overwritable_input(a) == x && last[x->id] == n->group && n->offset == x->offset;
 }
 
 /* Values never alive together may share bytes. A view owns none: a slice lies in what it
