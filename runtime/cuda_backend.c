@@ -610,25 +610,14 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
         free(c);
         return NULL;
     }
-    CUDA_CHECK(cudaSetDevice(selected_device), "set device");
-    CUDA_CHECK(cudaFree(0), "start the CUDA context");
-    size_t total_mem = 0;
-    CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
+    /* The kernels compile in worker processes (nvrtc_compile.c) while this one starts the
+     * context, makes the streams and allocates the buffers: forked before the context
+     * exists (the device's properties, which give the arch, need none), they inherit none
+     * of it, and they never call CUDA. */
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, selected_device), "device properties");
     c->base.device = c->prop.name;
     char *refusal = backend_bf16_refusal(pl, c->prop.major * 10 + c->prop.minor, c->prop.name, pl->path);
     if (refusal) die("cuda: %s", refusal);
-    c->base.peak_flops = dense_f16_peak(c->prop.name);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "side stream");
-    CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming), "event");
-    for (int i = 0; i < FENCES; i++) CUDA_CHECK(cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming), "event");
-    for (int i = 0; i < MARKS; i++) CUDA_CHECK(cudaEventCreate(&c->mark[i]), "timing event");
-    c->side_done = xcalloc((size_t)pl->p->n_groups, sizeof *c->side_done);
-    c->unjoined = xcalloc((size_t)pl->p->n_groups, 1);
-    for (int i = 0; i < pl->p->n_groups; i++)
-        if (pl->p->groups[i]->stream == 1)
-            CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done[i], cudaEventDisableTiming), "event");
     char arch[16];
     /* sm_90 (H100, H200) compiles as sm_90a, whose warpgroup instructions the flash attention
      * kernels use (templates/flash_attention_sm90.cuh); such a cubin runs on sm_90 only,
@@ -640,20 +629,23 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     char *src = plan_kernels(pl); /* the kernels.cu made with this plan, or none */
     char *dir = path_dirname(pl->path), *name = path_join(dir, "kernels.cu");
     KernelUnits units = kernel_units(src);
-    KernelCubins cubins = nvrtc_compile_units(&units, name, arch, 1);
-    c->n_lib = cubins.n;
-    c->lib = xcalloc((size_t)c->n_lib, sizeof *c->lib);
-    for (int i = 0; i < c->n_lib; i++)
-        CUDA_CHECK(cudaLibraryLoadData(&c->lib[i], cubins.cubin[i], NULL, NULL, 0, NULL, NULL, 0), "load a cubin");
-    char how[96] = "from the cache";
-    if (cubins.cached < cubins.n) {
-        char count[32] = "";
-        if (cubins.cached) snprintf(count, sizeof count, "%d of ", cubins.n - cubins.cached);
-        snprintf(how, sizeof how, "compiled by NVRTC (%s%d units, %d threads, %.1f s)", count, cubins.n, cubins.threads,
-                 cubins.seconds);
-    }
-    kernel_cubins_free(&cubins);
-    free(src), free(dir);
+    KernelCompile *compile = nvrtc_compile_start(&units, name, arch, 1);
+
+    CUDA_CHECK(cudaSetDevice(selected_device), "set device");
+    CUDA_CHECK(cudaFree(0), "start the CUDA context");
+    size_t total_mem = 0;
+    CUDA_CHECK(cudaMemGetInfo(&c->free_at_start, &total_mem), "memory info");
+    c->base.peak_flops = dense_f16_peak(c->prop.name);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "side stream");
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming), "event");
+    for (int i = 0; i < FENCES; i++) CUDA_CHECK(cudaEventCreateWithFlags(&c->fence[i], cudaEventDisableTiming), "event");
+    for (int i = 0; i < MARKS; i++) CUDA_CHECK(cudaEventCreate(&c->mark[i]), "timing event");
+    c->side_done = xcalloc((size_t)pl->p->n_groups, sizeof *c->side_done);
+    c->unjoined = xcalloc((size_t)pl->p->n_groups, 1);
+    for (int i = 0; i < pl->p->n_groups; i++)
+        if (pl->p->groups[i]->stream == 1)
+            CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done[i], cudaEventDisableTiming), "event");
     Program *p = pl->p;
     c->kernel = xcalloc((size_t)p->n_groups, sizeof *c->kernel);
     c->gemm = xcalloc((size_t)p->n_groups, sizeof *c->gemm);
@@ -667,11 +659,28 @@ Backend *cuda_backend_create(Plan *pl, char **why) {
     CUDA_CHECK(cudaMalloc(&c->workspace, WORKSPACE_BYTES), "cuBLASLt workspace");
     for (int i = 0; i < p->n_groups; i++) {
         Group *gr = p->groups[i];
-        if (gr->kind == GK_GEMM) {
-            make_gemm(c, &c->gemm[i], gr->anchor);
-            if (gr->n_nodes == 1) continue;
-            if (c->sm90a) make_maps(c, gr, c->maps[i]);
-        }
+        if (gr->kind != GK_GEMM) continue;
+        make_gemm(c, &c->gemm[i], gr->anchor);
+        if (gr->n_nodes > 1 && c->sm90a) make_maps(c, gr, c->maps[i]);
+    }
+
+    KernelCubins cubins = nvrtc_compile_finish(compile);
+    c->n_lib = cubins.n;
+    c->lib = xcalloc((size_t)c->n_lib, sizeof *c->lib);
+    for (int i = 0; i < c->n_lib; i++)
+        CUDA_CHECK(cudaLibraryLoadData(&c->lib[i], cubins.cubin[i], NULL, NULL, 0, NULL, NULL, 0), "load a cubin");
+    char how[96] = "from the cache";
+    if (cubins.cached < cubins.n) {
+        char count[32] = "";
+        if (cubins.cached) snprintf(count, sizeof count, "%d of ", cubins.n - cubins.cached);
+        snprintf(how, sizeof how, "compiled by NVRTC (%s%d units, %d process%s, %.1f s)", count, cubins.n, cubins.jobs,
+                 cubins.jobs == 1 ? "" : "es", cubins.seconds);
+    }
+    kernel_cubins_free(&cubins);
+    free(src), free(dir);
+    for (int i = 0; i < p->n_groups; i++) {
+        Group *gr = p->groups[i];
+        if (gr->kind == GK_GEMM && gr->n_nodes == 1) continue; /* a cuBLASLt call */
         int unit = kernel_unit(&units, gr->kernel);
         if (unit < 0) die("%s: no kernel %s, which the plan launches", name, gr->kernel);
         CUDA_CHECK(cudaLibraryGetKernel(&c->kernel[i], c->lib[unit], gr->kernel), gr->kernel);

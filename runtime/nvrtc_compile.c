@@ -4,13 +4,20 @@
  * --cache keeps the cubins in the kernel cache, so a GPU machine given that cache starts warm. */
 #include "nvrtc_compile.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <nvrtc.h>
-#include <pthread.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cli.h"
 #include "plan.h"
@@ -21,7 +28,7 @@ static const char *const base_options[] = {"-std=c++17", "-default-device"};
 
 /* cuda_fp16.h and cuda_bf16.h come from the toolkit: $MMC_CUDA_INCLUDE, else
  * $CUDA_HOME/include, else /usr/local/cuda/include. Made once, before any compile thread
- * starts (nvrtc_compile_units), so the threads only read it. */
+ * starts (nvrtc_compile_start), so the workers inherit it. */
 static const char *include_option(void) {
     static char *opt;
     if (opt) return opt;
@@ -285,123 +292,222 @@ int kernel_unit(const KernelUnits *u, const char *kernel) {
     return u->n == 1 ? 0 : -1;
 }
 
-/* ---- compiling the units on several threads
+/* ---- compiling the units in worker processes
  *
- * NVRTC's guide (Thread Safety) lets several threads call NVRTC at once as long as no two
- * calls race on the same nvrtcProgram; each unit here is its own program, made, compiled
- * and destroyed by one thread. The threads touch nothing else that is shared but the queue
- * (under its lock): cache reads and writes, and dying, stay on the calling thread. */
+ * NVRTC's threads in one process hardly run at once: on the H200 host's 16-core Xeon,
+ * MiniMind's 32 units took 3.0 s on 1 thread, 2.2 s on 4, 2.4 s on 8 and 3.1 s on 16 (mmc
+ * check-kernels), and 4.9 s on 8 inside a process that holds a CUDA context. So each worker
+ * is a process of its own, forked before the compile starts, with an NVRTC of its own. The
+ * workers take unit numbers from one pipe (4-byte writes and reads, which a pipe keeps
+ * whole) and send each cubin, or the message to die with, down a pipe of their own; they
+ * die with the parent (PR_SET_PDEATHSIG) and touch nothing else: cache reads and writes,
+ * and dying, stay in the parent. A unit that no worker sent (one died, or none could be
+ * started) compiles in the parent when it collects. */
 
-/* The threads to use: MMC_NVRTC_THREADS, else the cores online up to COMPILE_THREADS. NVRTC's
- * threads slow each other down past a few: MiniMind's 32 units compiled in 1.8 s on 8 threads
- * of a 16-core Xeon and in 2.7 s on 16. */
-enum { COMPILE_THREADS = 8 };
-static int compile_threads(void) {
-    const char *e = getenv("MMC_NVRTC_THREADS");
-    if (e && *e) return (int)option_range("nvrtc", "MMC_NVRTC_THREADS", e, 1, KERNEL_UNITS_MAX);
+/* The workers: MMC_NVRTC_JOBS, else one a core online, at most one a unit. On that H200
+ * host the first step of MiniMind at batch 64 came 2.5 s after the start with 16 workers,
+ * 3.5 s with 12, 3.7 and 4.4 s with 8, 7.2 s with 4 (an empty cache each time). */
+static int compile_jobs(void) {
+    const char *e = getenv("MMC_NVRTC_JOBS");
+    if (e && *e) return (int)option_range("nvrtc", "MMC_NVRTC_JOBS", e, 1, KERNEL_UNITS_MAX);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores < 1 ? 1 : cores > COMPILE_THREADS ? COMPILE_THREADS : (int)cores;
+    return cores < 1 ? 1 : cores > KERNEL_UNITS_MAX ? KERNEL_UNITS_MAX : (int)cores;
 }
 
 static char *unit_name(const char *source_name, int unit, int n) {
     return n == 1 ? xstrdup(source_name) : xasprintf("%s[unit %d of %d]", source_name, unit + 1, n);
 }
 
-typedef struct Queue {
-    const KernelUnits *u;
-    const char *source_name, *arch;
-    const int *todo;  /* the units to compile, in order */
-    int n_todo, next;
-    int failed;       /* a unit failed: take no more */
-    pthread_mutex_t lock;
-    void **cubin;     /* by unit; each written by the one thread that compiles it */
-    size_t *size;
-    char **error;     /* by unit: the message to die with, or NULL */
-} Queue;
+/* what a worker sends for a unit: this header, then `bytes` of cubin (ok) or of message */
+typedef struct UnitResult {
+    int unit, ok;
+    size_t bytes;
+} UnitResult;
 
-static void *compile_worker(void *arg) {
-    Queue *q = arg;
-    for (;;) {
-        pthread_mutex_lock(&q->lock);
-        int i = q->failed || q->next == q->n_todo ? -1 : q->todo[q->next++];
-        pthread_mutex_unlock(&q->lock);
-        if (i < 0) return NULL;
-        char *name = unit_name(q->source_name, i, q->u->n);
-        q->cubin[i] = compile_program(q->u->source[i], name, q->arch, &q->size[i], &q->error[i]);
-        free(name);
-        if (q->error[i]) {
-            pthread_mutex_lock(&q->lock);
-            q->failed = 1;
-            pthread_mutex_unlock(&q->lock);
+struct KernelCompile {
+    const KernelUnits *u;
+    char *source_name, *arch, *dir; /* dir: the cache's, or NULL */
+    int cache;
+    double t0;
+    KernelCubins c;
+    char **path;  /* by unit: its cache file */
+    int *todo, n_todo;
+    char **error; /* by unit: the message to die with, or NULL */
+    int n_workers;
+    pid_t pid[KERNEL_UNITS_MAX];
+    int out[KERNEL_UNITS_MAX]; /* each worker's pipe, the parent's end */
+};
+
+static int write_all(int fd, const void *p, size_t n) {
+    for (const char *c = p; n;) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* a worker: units from `work` until it is empty, each result down `out`; never returns */
+static void worker(KernelCompile *k, int work, int out) {
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(0); /* the parent is gone already */
+#endif
+    int unit;
+    while (read(work, &unit, sizeof unit) == (ssize_t)sizeof unit) {
+        char *name = unit_name(k->source_name, unit, k->u->n), *error = NULL;
+        size_t size = 0;
+        void *cubin = compile_program(k->u->source[unit], name, k->arch, &size, &error);
+        UnitResult r = {unit, cubin != NULL, cubin ? size : strlen(error) + 1};
+        if (write_all(out, &r, sizeof r) || write_all(out, cubin ? cubin : error, r.bytes)) _exit(1);
+        free(name), free(cubin), free(error);
+    }
+    _exit(0);
+}
+
+/* forks the workers (as many as there are units to compile, at most compile_jobs()); with
+ * one, or none to be had, the parent compiles every unit itself */
+static void start_workers(KernelCompile *k) {
+    int jobs = compile_jobs();
+    if (jobs > k->n_todo) jobs = k->n_todo;
+    if (jobs < 2) return;
+    int work[2];
+    if (pipe(work)) return;
+    for (int i = 0; i < k->n_todo; i++)
+        if (write_all(work[1], &k->todo[i], sizeof k->todo[i])) { /* a pipe holds 32 ints */
+            close(work[0]), close(work[1]);
+            return;
+        }
+    close(work[1]);
+    fflush(NULL); /* nothing buffered twice */
+    for (int w = 0; w < jobs; w++) {
+        int out[2];
+        if (pipe(out)) break;
+#ifdef F_SETPIPE_SZ
+        fcntl(out[1], F_SETPIPE_SZ, 1 << 20); /* room for a worker's cubins while the parent is busy */
+#endif
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(out[0]);
+            for (int j = 0; j < k->n_workers; j++) close(k->out[j]);
+            worker(k, work[0], out[1]);
+        }
+        close(out[1]);
+        if (pid < 0) {
+            close(out[0]);
+            break;
+        }
+        k->pid[k->n_workers] = pid, k->out[k->n_workers++] = out[0];
+    }
+    close(work[0]);
+}
+
+/* reads one result from worker w's pipe into k; 0 at its end (or a broken message) */
+static int read_result(KernelCompile *k, int fd) {
+    UnitResult r;
+    size_t got = 0;
+    while (got < sizeof r) {
+        ssize_t n = read(fd, (char *)&r + got, sizeof r - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;
+        got += (size_t)n;
+    }
+    if (r.unit < 0 || r.unit >= k->u->n || r.bytes == 0) return 0;
+    char *data = xmalloc(r.bytes);
+    for (got = 0; got < r.bytes;) {
+        ssize_t n = read(fd, data + got, r.bytes - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            free(data);
+            return 0;
+        }
+        got += (size_t)n;
+    }
+    if (r.ok) k->c.cubin[r.unit] = data, k->c.size[r.unit] = r.bytes;
+    else k->error[r.unit] = data, data[r.bytes - 1] = 0;
+    return 1;
+}
+
+/* every worker's results, as they come (poll: no worker waits on a full pipe for long) */
+static void collect_workers(KernelCompile *k) {
+    struct pollfd fds[KERNEL_UNITS_MAX];
+    int open = k->n_workers;
+    for (int w = 0; w < k->n_workers; w++) fds[w] = (struct pollfd){k->out[w], POLLIN, 0};
+    while (open > 0) {
+        if (poll(fds, (nfds_t)k->n_workers, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (int w = 0; w < k->n_workers; w++)
+            if (fds[w].fd >= 0 && fds[w].revents && !read_result(k, fds[w].fd)) {
+                close(fds[w].fd);
+                fds[w].fd = -1;
+                open--;
+            }
+    }
+    for (int w = 0; w < k->n_workers; w++) {
+        if (fds[w].fd >= 0) close(fds[w].fd);
+        while (waitpid(k->pid[w], NULL, 0) < 0 && errno == EINTR) {
         }
     }
 }
 
-/* The compiler's front end recurses deeply on big templates: each thread gets the stack a
- * main thread could grow to, whatever the default for threads is here. */
-enum { COMPILE_STACK = 64 << 20 };
-
-/* compiles q's units on `threads` threads (the calling one alone when 1); returns how many
- * there were */
-static int run_queue(Queue *q, int threads) {
-    if (threads == 1) {
-        compile_worker(q);
-        return 1;
+KernelCompile *nvrtc_compile_start(const KernelUnits *u, const char *source_name, const char *arch, int cache) {
+    KernelCompile *k = xcalloc(1, sizeof *k);
+    k->t0 = now_seconds();
+    k->u = u, k->cache = cache;
+    k->source_name = xstrdup(source_name), k->arch = xstrdup(arch);
+    (void)include_option(); /* made here, before any worker starts */
+    k->c.n = u->n;
+    k->c.cubin = xcalloc((size_t)u->n, sizeof *k->c.cubin);
+    k->c.size = xcalloc((size_t)u->n, sizeof *k->c.size);
+    k->dir = cache ? mmc_cache_dir() : NULL;
+    k->path = xcalloc((size_t)u->n, sizeof *k->path);
+    k->todo = xcalloc((size_t)u->n, sizeof *k->todo);
+    k->error = xcalloc((size_t)u->n, sizeof *k->error);
+    for (int i = 0; i < u->n; i++) {
+        if (cache) k->path[i] = cache_path(k->dir, u->source[i], arch);
+        if (cache && (k->c.cubin[i] = cache_read(k->path[i], &k->c.size[i]))) k->c.cached++;
+        else k->todo[k->n_todo++] = i;
     }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, COMPILE_STACK);
-    pthread_t *th = xcalloc((size_t)threads, sizeof *th);
-    int started = 0;
-    for (; started < threads; started++)
-        if (pthread_create(&th[started], &attr, compile_worker, q)) break;
-    pthread_attr_destroy(&attr);
-    if (!started) compile_worker(q); /* no thread to be had: compile here */
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    free(th);
-    return started ? started : 1;
+    if (k->n_todo) start_workers(k);
+    return k;
+}
+
+KernelCubins nvrtc_compile_finish(KernelCompile *k) {
+    const KernelUnits *u = k->u;
+    collect_workers(k);
+    KernelCubins c = k->c;
+    c.jobs = k->n_todo ? (k->n_workers ? k->n_workers : 1) : 0;
+    for (int t = 0; t < k->n_todo; t++) { /* what no worker sent */
+        int i = k->todo[t];
+        if (c.cubin[i] || k->error[i]) continue;
+        char *name = unit_name(k->source_name, i, u->n);
+        c.cubin[i] = compile_program(u->source[i], name, k->arch, &c.size[i], &k->error[i]);
+        free(name);
+    }
+    /* what compiled is kept even when another unit failed: after the fix, only the units
+     * that changed compile again */
+    if (k->cache && k->n_todo) make_dirs(k->dir);
+    for (int t = 0; t < k->n_todo; t++) {
+        int i = k->todo[t];
+        if (k->cache && c.cubin[i]) write_file_atomic(k->path[i], c.cubin[i], c.size[i]);
+    }
+    for (int t = 0; t < k->n_todo; t++) /* the first failed unit, in the source's order */
+        if (k->error[k->todo[t]]) die("%s", k->error[k->todo[t]]);
+    for (int i = 0; i < u->n; i++) {
+        c.bytes += c.size[i];
+        free(k->path[i]);
+    }
+    free(k->path), free(k->todo), free(k->error), free(k->dir), free(k->source_name), free(k->arch);
+    c.seconds = now_seconds() - k->t0;
+    free(k);
+    return c;
 }
 
 KernelCubins nvrtc_compile_units(const KernelUnits *u, const char *source_name, const char *arch, int cache) {
-    double t0 = now_seconds();
-    int threads = compile_threads();
-    (void)include_option(); /* made here, read by the threads */
-    KernelCubins c = {0};
-    c.n = u->n;
-    c.cubin = xcalloc((size_t)u->n, sizeof *c.cubin);
-    c.size = xcalloc((size_t)u->n, sizeof *c.size);
-    char *dir = cache ? mmc_cache_dir() : NULL;
-    char **path = xcalloc((size_t)u->n, sizeof *path);
-    int *todo = xcalloc((size_t)u->n, sizeof *todo), n_todo = 0;
-    for (int i = 0; i < u->n; i++) {
-        if (cache) path[i] = cache_path(dir, u->source[i], arch);
-        if (cache && (c.cubin[i] = cache_read(path[i], &c.size[i]))) c.cached++;
-        else todo[n_todo++] = i;
-    }
-    if (n_todo) {
-        Queue q = {.u = u, .source_name = source_name, .arch = arch, .todo = todo, .n_todo = n_todo,
-                   .lock = PTHREAD_MUTEX_INITIALIZER, .cubin = c.cubin, .size = c.size,
-                   .error = xcalloc((size_t)u->n, sizeof(char *))};
-        c.threads = run_queue(&q, threads < n_todo ? threads : n_todo);
-        pthread_mutex_destroy(&q.lock);
-        /* what compiled is kept even when another unit failed: after the fix, only the
-         * units that changed compile again */
-        if (cache) make_dirs(dir);
-        for (int k = 0; k < n_todo; k++) {
-            int i = todo[k];
-            if (cache && c.cubin[i]) write_file_atomic(path[i], c.cubin[i], c.size[i]);
-        }
-        for (int k = 0; k < n_todo; k++) /* the first failed unit, in the source's order */
-            if (q.error[todo[k]]) die("%s", q.error[todo[k]]);
-        free(q.error);
-    }
-    for (int i = 0; i < u->n; i++) {
-        c.bytes += c.size[i];
-        free(path[i]);
-    }
-    free(path), free(todo), free(dir);
-    c.seconds = now_seconds() - t0;
-    return c;
+    return nvrtc_compile_finish(nvrtc_compile_start(u, source_name, arch, cache));
 }
 
 void kernel_cubins_free(KernelCubins *c) {
@@ -412,11 +518,11 @@ void kernel_cubins_free(KernelCubins *c) {
 
 /* ---- mmc check-kernels */
 
-/* "32 units, 2 threads, 14.1 s, now in the cache": what a compile did */
+/* "32 units, 2 processes, 14.1 s, now in the cache": what a compile did */
 static char *compile_summary(const KernelCubins *c, int cache) {
     StrBuf b = {0};
     sb_printf(&b, "%d unit%s", c->n, c->n == 1 ? "" : "s");
-    if (c->threads) sb_printf(&b, ", %d thread%s, %.1f s", c->threads, c->threads == 1 ? "" : "s", c->seconds);
+    if (c->jobs) sb_printf(&b, ", %d process%s, %.1f s", c->jobs, c->jobs == 1 ? "" : "es", c->seconds);
     if (!cache) return b.s;
     if (c->cached == c->n) sb_append(&b, ", already in the cache");
     else if (c->cached == 0) sb_append(&b, ", now in the cache");

@@ -1,6 +1,6 @@
 /* nvrtc_compile: compiles generated CUDA source to cubins with NVRTC, for a given GPU arch. A
  * plan's kernels.cu is split into translation units (each the shared part above
- * KERNELS_MARKER and some of the kernels) compiled on several threads at once, each unit
+ * KERNELS_MARKER and some of the kernels) compiled in several processes at once, each unit
  * with its own cubin and its own entry in the disk cache. A compile error dies with NVRTC's
  * log and the name of the kernel each error is in. */
 #ifndef MMC_NVRTC_COMPILE_H
@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-/* At most this many units and compile threads. The split depends on the source only, never
+/* At most this many units and compile processes. The split depends on the source only, never
  * on the machine, so a cache filled on one machine (mmc check-kernels --cache) serves
  * another. */
 enum { KERNEL_UNITS_MAX = 32 };
@@ -35,16 +35,23 @@ typedef struct KernelCubins {
     size_t *size;
     size_t bytes;    /* all the cubins together */
     int cached;      /* units whose cubin came from the cache */
-    int threads;     /* threads that compiled the others (0 when none was compiled) */
+    int jobs;        /* processes that compiled the others (0 when none was compiled) */
     double seconds;  /* wall time, cache reads and writes included */
 } KernelCubins;
 
-/* Compiles every unit (through the cache when `cache`) on MMC_NVRTC_THREADS threads (1 to
- * KERNEL_UNITS_MAX), else one per core online up to 8, never more than there are units to
- * compile.
+/* Compiles every unit (through the cache when `cache`) in MMC_NVRTC_JOBS worker processes
+ * (1 to KERNEL_UNITS_MAX), else one per core online, never more than there are units to
+ * compile (one: in the calling process).
  * Units are named "NAME[unit i of n]" in NVRTC's log (just NAME for one unit). An error in
- * any unit dies, from the calling thread, with that unit's annotated log. */
+ * any unit dies, from the calling process, with that unit's annotated log. */
 KernelCubins nvrtc_compile_units(const KernelUnits *u, const char *source_name, const char *arch, int cache);
+/* The same in two halves, so the caller does other work while the workers compile (the cuda
+ * backend starts its context and allocates its buffers): start reads the cache and forks the
+ * workers; finish collects their cubins (compiling itself what they did not send), writes
+ * the cache, dies on an error and frees k. `u` must outlive the compile. */
+typedef struct KernelCompile KernelCompile;
+KernelCompile *nvrtc_compile_start(const KernelUnits *u, const char *source_name, const char *arch, int cache);
+KernelCubins nvrtc_compile_finish(KernelCompile *k);
 void kernel_cubins_free(KernelCubins *c);
 
 /* The whole source as one program. arch: "sm_90", "sm_80", ... Returns the cubin (caller

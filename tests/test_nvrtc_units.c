@@ -1,12 +1,12 @@
 /* test_nvrtc_units: kernels.cu splits into translation units as nvrtc_compile.h says, and
- * they compile on several threads (no GPU needed, NVRTC only). On generated/minimind and on
+ * they compile in several worker processes (no GPU needed, NVRTC only). On generated/minimind and on
  * the tiny plan: every kernel with code is in exactly one unit, the one kernel_unit names,
  * every unit starts with the whole part above the marker and holds nothing else, and the
  * split is the same every time; a source without the marker is one unit, as it is. The tiny
- * plan compiled on 2 threads gives cubins that hold each launched kernel in its unit's cubin
- * only, and on 1 thread finds every unit in the cache (the split does not depend on the
- * thread count). A syntax error in one kernel dies once, naming that kernel and its unit;
- * a bad MMC_NVRTC_THREADS is refused. The GEMM-epilogue kernels compile for sm_90a, sm_80
+ * plan compiled by 2 processes gives cubins that hold each launched kernel in its unit's cubin
+ * only, and in 1 finds every unit in the cache (the split does not depend on the
+ * process count). A syntax error in one kernel dies once, naming that kernel and its unit;
+ * a bad MMC_NVRTC_JOBS is refused. The GEMM-epilogue kernels compile for sm_90a, sm_80
  * and sm_75. */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,9 +162,9 @@ static char *break_kernel(const char *src, int k) {
 
 static void check_error(const char *src) {
     KernelUnits u = kernel_units(src);
-    int k = 1; /* in unit 2 of n, compiled on the second thread while the first does unit 1 */
+    int k = 1; /* in unit 2 of n, compiled by one worker while the other does unit 1 */
     char *broken = break_kernel(src, k);
-    setenv("MMC_NVRTC_THREADS", "2", 1);
+    setenv("MMC_NVRTC_JOBS", "2", 1);
     char *err;
     int rc = in_child(compile_uncached, broken, &err);
     char *where = xasprintf("tiny/kernels.cu[unit %d of %d](", u.unit[k] + 1, u.n);
@@ -179,19 +179,19 @@ static void check_error(const char *src) {
     kernel_units_free(&u);
 }
 
-static void compile_threads_of_env(const void *ctx) {
-    setenv("MMC_NVRTC_THREADS", ctx, 1);
+static void compile_jobs_of_env(const void *ctx) {
+    setenv("MMC_NVRTC_JOBS", ctx, 1);
     KernelUnits u = kernel_units("extern \"C\" __global__ void k() {}\n");
     nvrtc_compile_units(&u, "k.cu", arch, 0);
 }
 
-static void check_thread_option(void) {
+static void check_jobs_option(void) {
     const char *bad[] = {"0", "33", "two"};
     for (int i = 0; i < 3; i++) {
         char *err;
-        int rc = in_child(compile_threads_of_env, bad[i], &err);
-        char *want = xasprintf("MMC_NVRTC_THREADS needs an integer from 1 to %d, got '%s'", KERNEL_UNITS_MAX, bad[i]);
-        CHECK(rc == 1 && strstr(err, want), "MMC_NVRTC_THREADS=%s: status %d, %s", bad[i], rc, err);
+        int rc = in_child(compile_jobs_of_env, bad[i], &err);
+        char *want = xasprintf("MMC_NVRTC_JOBS needs an integer from 1 to %d, got '%s'", KERNEL_UNITS_MAX, bad[i]);
+        CHECK(rc == 1 && strstr(err, want), "MMC_NVRTC_JOBS=%s: status %d, %s", bad[i], rc, err);
         free(want), free(err);
     }
 }
@@ -217,10 +217,10 @@ static void remove_cache(char *cache) {
 static void check_compile(const Plan *pl, const char *src) {
     char *cache = fresh_cache("nvrtc_units_cache");
     KernelUnits u = kernel_units(src);
-    setenv("MMC_NVRTC_THREADS", "2", 1);
+    setenv("MMC_NVRTC_JOBS", "2", 1);
     KernelCubins two = nvrtc_compile_units(&u, "tiny/kernels.cu", arch, 1);
-    CHECK(two.n == u.n && two.cached == 0 && two.threads == 2, "2 threads: %d cubins, %d cached, %d threads", two.n, two.cached,
-          two.threads);
+    CHECK(two.n == u.n && two.cached == 0 && two.jobs == 2, "2 processes: %d cubins, %d cached, %d processes", two.n, two.cached,
+          two.jobs);
     const Program *p = pl->p;
     int launched = 0;
     for (int g = 0; g < p->n_groups; g++) {
@@ -234,9 +234,9 @@ static void check_compile(const Plan *pl, const char *src) {
         launched++;
     }
     CHECK(launched == u.n_kernels, "the plan launches %d kernels, kernels.cu has %d", launched, u.n_kernels);
-    setenv("MMC_NVRTC_THREADS", "1", 1);
+    setenv("MMC_NVRTC_JOBS", "1", 1);
     KernelCubins one = nvrtc_compile_units(&u, "tiny/kernels.cu", arch, 1);
-    CHECK(one.cached == one.n && one.threads == 0 && one.bytes == two.bytes, "1 thread: %d of %d units from the cache", one.cached,
+    CHECK(one.cached == one.n && one.jobs == 0 && one.bytes == two.bytes, "1 process: %d of %d units from the cache", one.cached,
           one.n);
     for (int i = 0; i < one.n && i < two.n; i++)
         CHECK(one.size[i] == two.size[i] && !memcmp(one.cubin[i], two.cubin[i], one.size[i]), "unit %d: another cubin from the cache", i);
@@ -280,7 +280,7 @@ int main(void) {
     Plan *pl = test_compile("graphs/tiny.lua", NULL, NULL, 1);
     const char *tiny = pl->kernels;
     check_split(tiny, "tiny");
-    check_thread_option();
+    check_jobs_option();
     check_error(tiny); /* before the compile below, so each child forks from a process that never ran NVRTC */
     check_compile(pl, tiny);
     check_epilogue_targets();
