@@ -403,7 +403,7 @@ static void start_workers(KernelCompile *k) {
     close(work[0]);
 }
 
-/* reads one result from worker w's pipe into k; 0 at its end (or a broken message) */
+/* reads one result from a worker's pipe into k; 0 at its end (or a broken message) */
 static int read_result(KernelCompile *k, int fd) {
     UnitResult r;
     size_t got = 0;
