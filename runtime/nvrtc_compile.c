@@ -326,8 +326,7 @@ typedef struct UnitResult {
 
 struct KernelCompile {
     const KernelUnits *u;
-    char *source_name, *arch, *dir; /* dir: the cache's, or NULL */
-    int cache;
+    char *source_name, *arch, *dir; /* dir: the cache's, or NULL when not through the cache */
     double t0;
     KernelCubins c;
     char **path;  /* by unit: its cache file */
@@ -456,7 +455,7 @@ static void collect_workers(KernelCompile *k) {
 KernelCompile *nvrtc_compile_start(const KernelUnits *u, const char *source_name, const char *arch, int cache) {
     KernelCompile *k = xcalloc(1, sizeof *k);
     k->t0 = now_seconds();
-    k->u = u, k->cache = cache;
+    k->u = u;
     k->source_name = xstrdup(source_name), k->arch = xstrdup(arch);
     (void)include_option(); /* made here, before any worker starts */
     k->c.n = u->n;
@@ -489,10 +488,10 @@ KernelCubins nvrtc_compile_finish(KernelCompile *k) {
     }
     /* what compiled is kept even when another unit failed: after the fix, only the units
      * that changed compile again */
-    if (k->cache && k->n_todo) make_dirs(k->dir);
+    if (k->dir && k->n_todo) make_dirs(k->dir);
     for (int t = 0; t < k->n_todo; t++) {
         int i = k->todo[t];
-        if (k->cache && c.cubin[i]) write_file_atomic(k->path[i], c.cubin[i], c.size[i]);
+        if (k->dir && c.cubin[i]) write_file_atomic(k->path[i], c.cubin[i], c.size[i]);
     }
     for (int t = 0; t < k->n_todo; t++) /* the first failed unit, in the source's order */
         if (k->error[k->todo[t]]) die("%s", k->error[k->todo[t]]);
