@@ -6,7 +6,8 @@ and torch.compile with fused AdamW, at each batch size, seq 512, in one run on o
 mmc runs `mmc bench` twice per batch: with an empty kernel cache (NVRTC compiles, so its
 first step is a cold start) and again warm, with the per-kernel profile. At the first batch size
 mmc also runs amp_fp16 with rounding = "fused" (the policy file with that one line changed)
-and amp_bf16, so the table shows what each precision choice costs. PyTorch runs
+and amp_bf16, so the table shows what each precision choice costs, and amp_fp16 compiled
+with --fuse-loss-grad (the cross-entropy's gradient in the loss's kernel). PyTorch runs
 bench/torch_bench.py, one process per setup. Every setup: median of CUDA-event timings of
 at least 20 consecutive steps after a warm-up, tokens/s, MFU (FLOPs per token 6 N + 6 L T d
 against the H200's 989 TFLOP/s dense fp16), peak device memory (mmc: all it took; PyTorch:
@@ -59,8 +60,9 @@ def plan_config(plan_dir):
     sys.exit(f"bench: {plan_dir}/plan has no config line")
 
 
-def precision_variants(batch, a, env):
-    """mmc at this batch under amp_fp16 with rounding = "fused", and under amp_bf16"""
+def variants(batch, a, env):
+    """mmc at this batch under amp_fp16 with rounding = "fused", under amp_bf16, and with the
+    compile options that are not yet the default (--fuse-loss-grad)"""
     rows = []
     with open(os.path.join(ROOT, "graphs", "policies", "amp_fp16.lua")) as f:
         text = f.read()
@@ -71,10 +73,11 @@ def precision_variants(batch, a, env):
     os.makedirs(os.path.dirname(policy_file), exist_ok=True)
     with open(policy_file, "w") as f:
         f.write(fused)
-    for setup, policy in (("mmc amp_fp16, rounding fused", policy_file), ("mmc amp_bf16", "amp_bf16")):
-        tag = setup.split()[-1] if "bf16" in setup else "fused"
+    for setup, tag, options in (("mmc amp_fp16, rounding fused", "fused", ["--policy", policy_file]),
+                                ("mmc amp_bf16", "amp_bf16", ["--policy", "amp_bf16"]),
+                                ("mmc amp_fp16, --fuse-loss-grad", "loss_grad", ["--fuse-loss-grad"])):
         plan = os.path.join(ROOT, "build", "bench", f"minimind_b{batch}_{tag}")
-        run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", "--policy", policy, "-o", plan, "--quiet"])
+        run(["./mmc", "compile", "graphs/minimind.lua", "-D", f"batch={batch}", *options, "-o", plan, "--quiet"])
         out = os.path.join(RESULTS, f"mmc_b{batch}_{tag}.json")
         run(["./mmc", "bench", plan, "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", out], env, out)
         rows.append(dict(load(out), setup=setup))
@@ -112,7 +115,7 @@ def main():
         flops = 6 * mmc["params"] + 6 * cfg["layers"] * cfg["seq"] * cfg["dim"]
         batch_rows = [dict(mmc, setup="mmc amp_fp16")]
         if batch == batches[0]:
-            batch_rows += precision_variants(batch, a, env)
+            batch_rows += variants(batch, a, env)
             shutil.rmtree(cache, ignore_errors=True)
         if not a.no_torch:
             for mode in ("eager", "compile"):

@@ -306,13 +306,6 @@ void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char 
 
 /* ---- groups */
 
-int depends_on(const Node *n, const Node *anchor, const Group *gr) {
-    if (n == anchor) return 1;
-    for (int k = 0; k < n->n_in; k++)
-        if (n->in[k]->group == gr->id && depends_on(n->in[k], anchor, gr)) return 1;
-    return 0;
-}
-
 static void kernel_comment(Gen *G, StrBuf *o) {
     Group *gr = G->gr;
     sb_printf(o, "\n// ---- %s:", gr->kernel);

@@ -22,6 +22,9 @@ int codegen_reference_parse(const char *list);
 char *codegen_cuda(const Graph *g, Program *p, unsigned reference);
 /* an attention op (or one of its gradients) runs on the flash kernels under `reference` */
 int attention_flash_fits(const Node *a, unsigned reference);
+/* the cross_entropy_backward `bwd` of cross_entropy `ce` can run in ce's kernel, which keeps each
+ * row in registers between the loss and the gradient (pass_fusion's step 7) */
+int cross_entropy_grad_fits(const Node *ce, const Node *bwd, unsigned reference);
 /* A GEMM with its elementwise readers as its epilogue (codegen_gemm.c): why the GEMM `a` and
  * the ops epi[0..n) cannot be one kernel under `reference`, or NULL, and then its shape. */
 typedef struct GemmEpilogue {

@@ -399,16 +399,42 @@ void gen_rope(Gen *G, Keys *ks, Split *s) {
     free(px), free(pc), free(ps), free(epi), free(el), free(es);
 }
 
-/* ---- cross-entropy: a block per row, or a warp per row (8 rows a block) when wide */
+/* ---- cross-entropy: a block per row, or a warp per row (8 rows a block) when wide; with
+ * its gradient in the same kernel (pass_fusion's step 7), a warp per row that keeps the row
+ * in registers, 4 rows a block */
+
+/* the bytes of the logits a lane keeps, 8 a run, 256 a warp-wide step: at most 112 registers,
+ * so with the kernel's other values three blocks of 4 warps fit a multiprocessor */
+enum { CE_KEPT_BYTES = 112 * 4 };
+
+int cross_entropy_grad_fits(const Node *ce, const Node *bwd, unsigned reference) {
+    const Node *x = ce->in[0];
+    int64_t v = x->shape.dim[x->shape.rank - 1];
+    if ((reference & REF_WIDE) || v % 8 || (x->dtype != DT_F16 && x->dtype != DT_BF16 && x->dtype != DT_F32)) return 0;
+    if ((v + 255) / 256 * 8 * (int64_t)dtype_size(x->dtype) > CE_KEPT_BYTES) return 0;
+    if (bwd->in[1] != x || bwd->in[2] != ce->in[1] || bwd->dtype != x->dtype || bwd->compute != ce->compute) return 0;
+    return bwd->in[3]->op == OP_PART && bwd->in[3]->in[0] == ce && bwd->in[3]->a.index == 1;
+}
+
+/* the cross_entropy_backward the group computes beside its cross_entropy, or NULL */
+static const Node *loss_grad(const Group *gr) {
+    for (int i = 0; i < gr->n_nodes; i++)
+        if (gr->nodes[i]->op == OP_CROSS_ENTROPY_BACKWARD) return gr->nodes[i];
+    return NULL;
+}
+
 void launch_cross_entropy(Gen *G, const Split *s) {
     Group *gr = G->gr;
     Node *a = gr->anchor;
     const Shape *x = &a->in[0]->shape;
     int64_t v = x->dim[x->rank - 1], rows = shape_numel(x) / v;
+    const Node *grad = loss_grad(gr);
     gr->wide = v % 8 == 0 && !(G->reference & REF_WIDE) && wide_operand(a->in[0]);
-    gr->block = 256;
+    if (grad && (!gr->wide || !wide_operand(grad) || !cross_entropy_grad_fits(a, grad, G->reference)))
+        die("internal error: %s: the cross-entropy's gradient cannot run in its kernel", gr->kernel);
+    gr->block = grad ? 128 : 256;
     gr->grid = gr->wide ? (rows + gr->block / 32 - 1) / (gr->block / 32) : rows;
-    gr->tmpl = gr->wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
+    gr->tmpl = grad ? "cross_entropy_fused.cu" : gr->wide ? "cross_entropy_wide.cu" : "cross_entropy.cu";
     if (gr->wide) tile(gr, "BLOCKS", gr->grid); /* each block's sums go to a table of this many rows */
 }
 
@@ -417,15 +443,47 @@ void gen_cross_entropy(Gen *G, Keys *ks, Split *s) {
     Node *a = gr->anchor;
     const Shape *x = &a->in[0]->shape;
     int64_t v = x->dim[x->rank - 1];
+    const Node *grad = loss_grad(gr), *stats = need_part(gr, 1);
     key(ks, "V", "%lld", (long long)v);
     key(ks, "ROWS", "%lld", (long long)(shape_numel(x) / v));
     key(ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
     key(ks, "X", "%s", ptr(G, a->in[0]));
     key(ks, "LABELS", "%s", ptr(G, a->in[1]));
-    key(ks, "STATS", "%s", ptr(G, need_part(gr, 1)));
     key(ks, "COUNT", "%s", ptr(G, need_part(gr, 2)));
     key(ks, "LOSS", "%s", ptr(G, a));
     key(ks, "RDC", "%s", rounder(G, a->compute));
+    if (!grad) {
+        key(ks, "STATS", "%s", ptr(G, stats));
+        return;
+    }
+    /* the statistics are stored where a kernel after this one reads them (the loss kernel's
+     * are: pass_memplan), the gradient where its readers are */
+    if (stats->materialized) key(ks, "STORE_STATS", "st(%s, row * MMC_CE_STATS + MMC_CE_MAX, m);\n"
+                                 "            st(%s, row * MMC_CE_STATS + MMC_CE_LOGSUM, logsum);\n"
+                                 "            st(%s, row * MMC_CE_STATS + MMC_CE_LOSS, loss);",
+                                 ptr(G, stats), ptr(G, stats), ptr(G, stats));
+    else key(ks, "STORE_STATS", "%s", "");
+    key(ks, "DLOSS", "%s", ptr(G, grad->in[0]));
+    key(ks, "KEPT", "%s", ptr(G, grad->in[4]));
+    key(ks, "DX", "%s", ptr(G, grad));
+    key(ks, "E", "%s", dtype_cuda(a->in[0]->dtype));
+    key(ks, "RDG", "%s", rounder(G, grad->compute));
+    key(ks, "RDO", "%s", rounder(G, grad->dtype));
+}
+
+/* ---- target_count: one block over the labels */
+void launch_target_count(Gen *G, const Split *s) {
+    Group *gr = G->gr;
+    gr->tmpl = "target_count.cu";
+    gr->grid = 1, gr->block = 1024;
+}
+
+void gen_target_count(Gen *G, Keys *ks, Split *s) {
+    Node *a = G->gr->anchor;
+    key(ks, "LABELS", "%s", ptr(G, a->in[0]));
+    key(ks, "ROWS", "%lld", (long long)shape_numel(&a->in[0]->shape));
+    key(ks, "IGNORE", "%lld", (long long)a->a.ignore_index);
+    key(ks, "OUT", "%s", ptr(G, a));
 }
 
 /* ---- cross-entropy backward: a block per row */

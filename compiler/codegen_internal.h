@@ -63,7 +63,6 @@ char *index_for(const Node *x, const Shape *space);
 char *operand(Gen *G, const Node *x, const Shape *space);
 void finish_value(Gen *G, StrBuf *o, const Node *n, const char *ind);
 void emit_node(Gen *G, StrBuf *o, const Node *n, const Shape *space, const char *ind);
-int depends_on(const Node *n, const Node *anchor, const Group *gr);
 int64_t blocks_for(int64_t n, int64_t threads);
 /* Wide mode for the nodes that follow until wide_end; wide_ok says whether a set of nodes
  * computed over `space` can run in it (8 divides every length; no int operands). */
@@ -105,6 +104,8 @@ void launch_cross_entropy(Gen *G, const Split *s);
 void gen_cross_entropy(Gen *G, Keys *ks, Split *s);
 void launch_cross_entropy_backward(Gen *G, const Split *s);
 void gen_cross_entropy_backward(Gen *G, Keys *ks, Split *s);
+void launch_target_count(Gen *G, const Split *s);
+void gen_target_count(Gen *G, Keys *ks, Split *s);
 
 void launch_gemm_epilogue(Gen *G);
 void gen_gemm_epilogue(Gen *G, StrBuf *o);

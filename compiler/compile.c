@@ -52,9 +52,9 @@ typedef struct Compile {
 static void run_frontend(Compile *c) {
     c->r.g = frontend_load(&c->opt->front);
     /* the options change the kernels, so they are part of the plan's identity */
-    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s%s", !c->opt->no_fusion, c->remat,
+    char *options = xasprintf("fusion=%d remat=%d reference=%u forward=%d merge=%d%s%s%s", !c->opt->no_fusion, c->remat,
                               c->opt->reference_kernels, c->opt->forward_only, !c->opt->no_merge,
-                              c->opt->no_dw_add ? " dw_add=0" : "",
+                              c->opt->no_dw_add ? " dw_add=0" : "", c->opt->fuse_loss_grad ? " loss_grad=1" : "",
                               c->opt->gemm_epilogues == GEMM_EPILOGUES_ALL    ? " epilogues=1"
                               : c->opt->gemm_epilogues == GEMM_EPILOGUES_NONE ? " epilogues=0"
                                                                               : "");
@@ -76,7 +76,8 @@ static void run_remat(Compile *c) {
 }
 static void run_fusion(Compile *c) {
     c->r.p = xcalloc(1, sizeof *c->r.p);
-    pass_fusion(c->r.g, c->r.p, !c->opt->no_fusion, !(c->opt->reference_kernels & REF_SUM_TO), c->opt->reference_kernels);
+    pass_fusion(c->r.g, c->r.p, !c->opt->no_fusion, !(c->opt->reference_kernels & REF_SUM_TO), c->opt->reference_kernels,
+                c->opt->fuse_loss_grad);
 }
 static void run_merge(Compile *c) {
     if (!c->opt->no_merge) pass_merge(c->r.g, c->r.p);

@@ -25,6 +25,7 @@ typedef struct CompileOptions {
     int no_dw_add;          /* weight gradients written as dW and added by a kernel (for comparing) */
     int gemm_epilogues;     /* elementwise kernels as the epilogue of the GEMM they read (pass_epilogue.c):
                              * GEMM_EPILOGUES_ below */
+    int fuse_loss_grad;     /* the cross-entropy's gradient written by the loss's kernel (pass_fusion's step 7) */
 } CompileOptions;
 /* which elementwise kernels join the GEMM they read: by default those that read nothing
  * from memory but the product (SwiGLU's forward), with --gemm-epilogues every one the rule

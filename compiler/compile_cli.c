@@ -47,6 +47,7 @@ int cmd_compile(int argc, char **argv) {
         else if (!strcmp(a, "--gemm-epilogues")) copt.gemm_epilogues = GEMM_EPILOGUES_ALL;
         else if (!strcmp(a, "--no-gemm-epilogues")) copt.gemm_epilogues = GEMM_EPILOGUES_NONE;
         else if (!strcmp(a, "--remat-gemm-inputs")) copt.remat_gemm_inputs = 1;
+        else if (!strcmp(a, "--fuse-loss-grad")) copt.fuse_loss_grad = 1;
         else if (!strcmp(a, "--forward")) copt.forward_only = 1;
         else if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *kv = !strcmp(a, "-D") ? argv[++i] : a + 2;
@@ -56,7 +57,7 @@ int cmd_compile(int argc, char **argv) {
             vec_push(opt.defines, opt.n_defines, cap, d);
         } else if (a[0] == '-') {
             static const char *const known[] = {"-o", "--policy", "--dump", "--quiet", "--no-fusion", "--reference-kernels",
-                                                "--no-remat", "--no-merge", "--no-dw-add", "--gemm-epilogues", "--no-gemm-epilogues", "--remat-gemm-inputs", "--forward", "-D", "-I",
+                                                "--no-remat", "--no-merge", "--no-dw-add", "--gemm-epilogues", "--no-gemm-epilogues", "--remat-gemm-inputs", "--fuse-loss-grad", "--forward", "-D", "-I",
                                                 "--lua-memory", "--lua-steps", NULL};
             die_unknown_option("compile", a, known);
         }
@@ -73,6 +74,7 @@ int cmd_compile(int argc, char **argv) {
                           : copt.gemm_epilogues == GEMM_EPILOGUES_ALL ? "--gemm-epilogues"
                           : copt.gemm_epilogues == GEMM_EPILOGUES_NONE ? "--no-gemm-epilogues"
                           : copt.remat_gemm_inputs ? "--remat-gemm-inputs"
+                          : copt.fuse_loss_grad ? "--fuse-loss-grad"
                           : copt.reference_kernels ? "--reference-kernels" : copt.forward_only ? "--forward" : NULL;
     if (changes && !out && !dump)
         die("compile: %s makes another plan than the committed one in generated/: give it a folder with -o DIR", changes);

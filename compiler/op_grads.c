@@ -68,8 +68,16 @@ void grad_attention(Graph *g, Node *n, Node *dy, Node **dx) {
     dx[2] = ir_part(g, dk, 1);
 }
 
+/* The gradient divides by the count of kept targets. target_count counts them from the
+ * labels alone (the forward kernel's own count comes only once every row is done), so the
+ * gradient needs nothing from other rows and can be written in the loss's own pass over the
+ * logits (pass_fusion's step 7). The count is in the stats' dtype, as the forward's is. */
 void grad_cross_entropy(Graph *g, Node *n, Node *dy, Node **dx) {
-    Node *in[5] = {dy, n->in[0], n->in[1], ir_part(g, n, 1), ir_part(g, n, 2)};
+    Attrs a = n->a;
+    a.to = ir_part(g, n, 1)->dtype;
+    Node *count = bw_op_a(g, OP_TARGET_COUNT, 1, &n->in[1], n, a);
+    ir_part(g, n, 2); /* the forward kernel's count, written as ever (eval reads plans alike) */
+    Node *in[5] = {dy, n->in[0], n->in[1], ir_part(g, n, 1), count};
     dx[0] = bw_op(g, OP_CROSS_ENTROPY_BACKWARD, 5, in, n);
 }
 

@@ -28,6 +28,7 @@ char *shape_attention_backward_dkv(Node *n);
 char *shape_embedding_sort(Node *n);
 char *shape_cross_entropy(Node *n);
 char *shape_cross_entropy_backward(Node *n);
+char *shape_target_count(Node *n);
 
 void grad_cast(Graph *g, Node *n, Node *dy, Node **dx);
 void grad_add(Graph *g, Node *n, Node *dy, Node **dx);

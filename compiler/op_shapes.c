@@ -269,6 +269,13 @@ char *shape_cross_entropy(Node *n) {
     return NULL;
 }
 
+/* target_count(labels [...]) -> [] */
+char *shape_target_count(Node *n) {
+    if (IN(0)->rank < 1 || (n->in[0]->dtype != DT_NONE && n->in[0]->dtype != DT_I32)) return mismatch(n, "labels must be i32");
+    n->shape = (Shape){0};
+    return NULL;
+}
+
 /* cross_entropy_backward(dloss [], logits [..., V], labels [...], stats [rows, MMC_CE_STATS],
  * count []) -> the logits' shape */
 char *shape_cross_entropy_backward(Node *n) {

@@ -26,6 +26,9 @@ static void dtype_cross_entropy(Node *n) {
     n->dtype = DT_F32;
 }
 
+/* target_count: the count in the `to` dtype (its caller's statistics dtype) */
+static void dtype_count(Node *n) { n->dtype = n->compute = n->a.to; }
+
 /* in-place add: computes in the promoted dtype, stores in the destination's. */
 static void dtype_inplace(Node *n) { n->dtype = n->in[0]->dtype; }
 
@@ -214,6 +217,12 @@ const OpInfo op_info[OP_COUNT] = {
                                    .launch = launch_cross_entropy_backward, .gen = gen_cross_entropy_backward,
                  .templates = "cross_entropy_backward_wide.cu cross_entropy_backward.cu", .ref = ref_cross_entropy_backward,
                  .doc = "d cross_entropy / d logits"},
+    [OP_TARGET_COUNT] = {"target_count", 1, OK_ANCHOR, PC_NONE, .attrs = A(IGNORE) | A(TO), .side_stream = 1,
+                         .shape = shape_target_count, .dtype = dtype_count,
+                         .launch = launch_target_count, .gen = gen_target_count,
+                 .templates = "target_count.cu", .ref = ref_target_count,
+                 .doc = "how many labels are not ignore, as a float: the divisor of cross_entropy's gradient, "
+                        "counted from the step's labels alone so the gradient can be written in the loss's pass"},
     [OP_SUM_TO] = {"sum_to", 1, OK_ANCHOR, PC_NONE, .prologue = B(0), .epilogue = 1, .float_in = B(0),
                    .shape = shape_sum_to, .grad = grad_sum_to, .launch = launch_sum, .gen = gen_sum,
                  .templates = "sum_to_split_wide.cu sum_to_split.cu sum_to.cu", .ref = ref_sums,

@@ -41,6 +41,7 @@
     X(ATTENTION_BACKWARD_DKV,"attention_backward_dkv")  \
     X(CROSS_ENTROPY,         "cross_entropy")           \
     X(CROSS_ENTROPY_BACKWARD,"cross_entropy_backward")  \
+    X(TARGET_COUNT,          "target_count")            \
     X(SUM_TO,                "sum_to")                  \
     X(SUM_ALL,               "sum_all")                 \
     X(PART,                  "part")                    \

@@ -12,7 +12,10 @@
  *  5. the gradient accumulations left on their own (a GEMM's dW added to its f32 gradient)
  *     into one launch after the backward pass, like the weight casts before it;
  *  6. a rope_backward that alone reads an attention gradient (dq, or dk) into the flash
- *     kernel that makes it, which rotates each row as it stores it.
+ *     kernel that makes it, which rotates each row as it stores it;
+ *  7. with `loss_grad` (mmc compile --fuse-loss-grad), the cross-entropy's gradient into the
+ *     loss's kernel, which writes each row's gradient from the row it just read (one pass
+ *     over the logits instead of two).
  * (A GEMM's elementwise readers join it after the projections merge: pass_epilogue.c.)
  * A merge is made only if the groups stay acyclic: no third group both depends on one and
  * feeds the other. */
@@ -267,7 +270,25 @@ static void fuse_rope_grads(Fuse *f, unsigned reference) {
     }
 }
 
-void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference) {
+/* Step 7: the gradient of a mean cross-entropy needs, besides the row's own statistics, only
+ * the loss seed and the count of kept targets (target_count, from the labels alone), all
+ * ready before the loss's kernel runs; so a cross_entropy_backward alone in its group, reading
+ * the cross-entropy's logits, labels and statistics, joins the cross-entropy's kernel. That
+ * kernel keeps each row in registers between its statistics and its gradient, which bounds
+ * the vocabulary (cross_entropy_grad_fits); a larger one keeps the two passes. */
+static void fuse_loss_grads(Fuse *f, unsigned reference) {
+    for (int i = 0; i < f->g->n_nodes; i++) {
+        Node *b = f->g->nodes[i];
+        if (b->op != OP_CROSS_ENTROPY_BACKWARD || b->in[3]->op != OP_PART) continue;
+        Node *ce = b->in[3]->in[0];
+        int h = gof(f, b), gc = gof(f, ce);
+        if (ce->op != OP_CROSS_ENTROPY || h < 0 || gc < 0 || h == gc || f->wg[h].n != 1) continue;
+        if (!cross_entropy_grad_fits(ce, b, reference)) continue;
+        if (can_merge(f, h, gc)) merge(f, h, gc);
+    }
+}
+
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference, int loss_grad) {
     Fuse f = {0};
     f.g = g;
     int ids = g->next_id;
@@ -318,6 +339,7 @@ void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned referenc
         if (op_info[g->nodes[i]->op].row_sums) fuse_row_sums(&f, g->nodes[i]);
     if (fuse) fuse_grads(&f);
     if (fuse) fuse_rope_grads(&f, reference);
+    if (fuse && loss_grad) fuse_loss_grads(&f, reference);
 
     /* the program's groups, in order of their first node */
     int *index = xmalloc((size_t)f.n_wg * sizeof(int));

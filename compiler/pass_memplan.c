@@ -114,11 +114,14 @@ static void alias_overwrites(const Graph *g, const Program *p, const int *last_u
     for (int i = 0; i < n_iv; i++) at[iv_node[i]->id] = i, alias[i] = -1;
     for (int gi = 0; gi < p->n_groups; gi++) {
         const Group *gr = p->groups[gi];
-        const Node *x = gr->anchor ? node_overwritable_input(gr->anchor) : NULL;
+        const Node *w = group_overwriter(gr), *x = w ? node_overwritable_input(w) : NULL;
         if (!x) continue;
-        int xi = at[x->id], ni = -1, stored = 0;
+        /* the value written over x is w's own or, when w is not stored, that of the one stored
+         * node computed from it (its epilogue's); values the kernel stores apart from w (a
+         * loss and its statistics) have bytes of their own */
+        int xi = at[x->id], ni = at[w->id], stored = ni >= 0;
         for (int k = 0; k < gr->n_nodes; k++)
-            if (at[gr->nodes[k]->id] >= 0) ni = at[gr->nodes[k]->id], stored++;
+            if (gr->nodes[k] != w && at[gr->nodes[k]->id] >= 0 && depends_on(gr->nodes[k], w, gr)) ni = at[gr->nodes[k]->id], stored++;
         /* x dies here: no later kernel reads it, and it is not kept past the step (the loss,
          * a forward plan's logits) */
         if (xi < 0 || stored != 1 || x->group == gi || last_use[x->id] != gi || iv[xi].last != gi || alias[xi] >= 0) continue;

@@ -25,7 +25,7 @@ void pass_merge(Graph *g, Program *p);
 void pass_dw_add(Graph *g, Program *p);
 /* kernel groups (fuse=0: one op each; row_sums=0: every sum_to in a kernel of its own;
  * `reference`: the REF_ bits of codegen.h, which decide where the flash kernels run) */
-void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference);
+void pass_fusion(Graph *g, Program *p, int fuse, int row_sums, unsigned reference, int loss_grad);
 /* elementwise kernels as the epilogue of the GEMM whose product they read (pass_epilogue.c);
  * after dw_add, on the kernels; `reference`: REF_ bits (REF_GEMM keeps them apart);
  * `with_loads`: also epilogues that read operands from memory besides the product */

@@ -829,6 +829,9 @@ static int belongs(const Group *gr, const Node *n, int *row_sums) {
     case GK_ANCHOR:
         if (info->kind == OK_ANCHOR && n != gr->anchor && n->op == OP_ROPE_BACKWARD)
             return gr->anchor && op_info[gr->anchor->op].rope_out && n->in[0] == gr->anchor;
+        if (info->kind == OK_ANCHOR && n != gr->anchor && n->op == OP_CROSS_ENTROPY_BACKWARD)
+            return gr->anchor && gr->anchor->op == OP_CROSS_ENTROPY && n->in[3]->op == OP_PART && n->in[3]->in[0] == gr->anchor &&
+                   cross_entropy_grad_fits(gr->anchor, n, 0);
         if (info->kind == OK_ANCHOR && n != gr->anchor) return n->op == OP_SUM_TO && op_info[gr->anchor->op].row_sums && !(*row_sums)++;
         return info->kind == OK_ELEMENTWISE || info->kind == OK_PART || n == gr->anchor;
     case GK_ELEMENTWISE: return info->kind == OK_ELEMENTWISE;

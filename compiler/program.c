@@ -74,6 +74,23 @@ void group_add(Group *gr, Node *n) {
     n->group = gr->id;
 }
 
+int depends_on(const Node *n, const Node *anchor, const Group *gr) {
+    if (n == anchor) return 1;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]->group == gr->id && depends_on(n->in[k], anchor, gr)) return 1;
+    return 0;
+}
+
+/* The node of gr whose kernel may write its result over one of its inputs (the op table's
+ * overwrites): the anchor's, or a second anchor's the kernel also computes (a cross-entropy
+ * kernel that writes its gradient); NULL when none does. */
+const Node *group_overwriter(const Group *gr) {
+    if (gr->anchor && node_overwritable_input(gr->anchor)) return gr->anchor;
+    for (int i = 0; i < gr->n_nodes; i++)
+        if (node_overwritable_input(gr->nodes[i])) return gr->nodes[i];
+    return NULL;
+}
+
 /* The groups left once passes emptied some (merge, dw_add), numbered again in order. An
  * emptied group is one fusion made: nothing but its member list is set yet. */
 void program_drop_empty_groups(Program *p) {

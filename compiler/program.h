@@ -144,5 +144,8 @@ typedef struct GemmShape {
 } GemmShape;
 GemmShape gemm_shape(const Node *n);
 void group_add(Group *gr, Node *n);
+/* n is `anchor` or computed from it within gr */
+int depends_on(const Node *n, const Node *anchor, const Group *gr);
+const Node *group_overwriter(const Group *gr);
 
 #endif

@@ -67,7 +67,7 @@ static void on_value(void *ctx, const Node *n, const double *value, double *cons
 /* the input group gi writes its result over (pass_memplan), or NULL */
 static const Node *written_over(const Plan *pl, int gi) {
     const Group *gr = pl->p->groups[gi];
-    const Node *x = gr->anchor ? node_overwritable_input(gr->anchor) : NULL;
+    const Node *w = group_overwriter(gr), *x = w ? node_overwritable_input(w) : NULL;
     if (!x || !x->materialized || x->buffer != BUF_ARENA || x->group == gi) return NULL;
     for (int i = 0; i < gr->n_nodes; i++) {
         const Node *n = gr->nodes[i];

@@ -434,6 +434,14 @@ void ref_cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, d
     ref_parallel(shape_numel(&n->shape) / V, 3 * V, cross_entropy_backward_slice, &a);
 }
 
+/* in: labels; out: how many are not ignore_index (the count cross_entropy's forward kernel
+ * also finds) */
+void ref_target_count(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
+    int64_t rows = shape_numel(&n->in[0]->shape), kept = 0;
+    for (int64_t r = 0; r < rows; r++) kept += (int64_t)in[0][r] != n->a.ignore_index;
+    out[0] = dtype_round(c->reg, (double)kept);
+}
+
 void ref_embedding(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts) {
     int64_t D = last_dim(&n->shape), rows = shape_numel(&n->shape) / D;
     for (int64_t r = 0; r < rows; r++) {

@@ -28,6 +28,7 @@ void ref_attention_backward_dq(const RefOpCtx *c, const Node *n, double **in, do
 void ref_attention_backward_dkv(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
 void ref_cross_entropy(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
 void ref_cross_entropy_backward(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
+void ref_target_count(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts);
 void ref_sums(const RefOpCtx *c, const Node *n, double **in, double *out, double **parts); /* sum_to, sum_all */
 /* the value rounded where a template rounds inside an op: to t when eager, else to reg */
 double ref_inner_round(const RefOpCtx *c, DType t, double v);

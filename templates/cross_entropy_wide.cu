@@ -11,8 +11,7 @@
 __device__ double {{NAME}}_sums[2 * {{BLOCKS}}]; // by block: its loss sum, its kept targets
 extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffers b) {
 {{POINTERS}}
-    __shared__ double dred[32], wloss[{{BLOCK}} / 32], wkept[{{BLOCK}} / 32];
-    __shared__ int last;
+    __shared__ double wloss[{{BLOCK}} / 32], wkept[{{BLOCK}} / 32];
     MmcStepState *state = (MmcStepState *)b.state;
     const int lane = threadIdx.x & 31;
     const long row = (long)blockIdx.x * 8 + (threadIdx.x >> 5);
@@ -30,14 +29,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
 #pragma unroll
             for (int k = 0; k < 8; k++) s += mmc_exp_sum_term(xs[k] - m); // a NaN logit makes s NaN
         }
-        // a lane without logits (s = 0) adds nothing, whatever the maxima are
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const {{R}} om = __shfl_xor_sync(0xffffffffu, m, o), os = __shfl_xor_sync(0xffffffffu, s, o);
-            const {{R}} mm = om > m ? om : m;
-            s = (s == 0 ? ({{R}})0 : s * mmc_exp(m - mm)) + (os == 0 ? ({{R}})0 : os * mmc_exp(om - mm));
-            m = mm;
-        }
+        warp_softmax_merge(m, s);
         if (lane == 0) {
             const {{R}} logsum = mmc_log(s);
             const int t = ld({{LABELS}}, row);
@@ -52,30 +44,5 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}}) {{NAME}}(const MmcBuffer
     } else if (lane == 0) {
         wloss[threadIdx.x >> 5] = 0, wkept[threadIdx.x >> 5] = 0;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double l = 0, k = 0;
-        for (int w = 0; w < {{BLOCK}} / 32; w++) l += wloss[w], k += wkept[w];
-        {{NAME}}_sums[2 * blockIdx.x] = l, {{NAME}}_sums[2 * blockIdx.x + 1] = k;
-        __threadfence();
-        last = mmc_ticket_last(state);
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    double total = 0, kept = 0;
-#pragma unroll 8
-    for (int r = threadIdx.x; r < {{BLOCKS}}; r += blockDim.x) {
-        total += ld_cg({{NAME}}_sums, 2L * r);
-        kept += ld_cg({{NAME}}_sums, 2L * r + 1);
-    }
-    total = block_sum(total, dred);
-    kept = block_sum(kept, dred);
-    if (threadIdx.x == 0) {
-        // a batch whose every target is left out (a loss mask can do it) has the loss 0,
-        // not a mean over nothing, and its gradients are 0 too
-        st({{LOSS}}, 0, kept > 0 ? mmc_div(({{R}})total, ({{R}})kept) : ({{R}})0);
-        st({{COUNT}}, 0, kept);
-        mmc_ticket_reset(state);
-    }
+    mmc_loss_mean<{{R}}, {{BLOCKS}}>(state, {{NAME}}_sums, wloss, wkept, {{LOSS}}, {{COUNT}});
 }

@@ -144,6 +144,19 @@ template <int TPR, int N, typename T> __device__ __forceinline__ void team_sum(T
     }
 }
 
+// The online softmax's running max m and sum s of exp(x - m) of the 32 lanes of a warp, merged
+// in a fixed order: a lane without values (s = 0) adds nothing, whatever the maxima are, and
+// every lane ends with the same m and s (each pair adds the same two terms).
+template <typename T> __device__ __forceinline__ void warp_softmax_merge(T &m, T &s) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const T om = __shfl_xor_sync(0xffffffffu, m, o), os = __shfl_xor_sync(0xffffffffu, s, o);
+        const T mm = om > m ? om : m;
+        s = (s == 0 ? (T)0 : s * mmc_exp(m - mm)) + (os == 0 ? (T)0 : os * mmc_exp(om - mm));
+        m = mm;
+    }
+}
+
 template <typename T> __device__ T block_max(T v, T *shared) {
     for (int o = 16; o > 0; o >>= 1) {
         T other = __shfl_xor_sync(0xffffffffu, v, o);

@@ -93,6 +93,42 @@ __device__ __forceinline__ bool mmc_ticket_last(MmcStepState *s) {
     return atomicAdd(&s->ticket, 1u) == MMC_TICKET_IDLE + gridDim.x - 1;
 }
 __device__ __forceinline__ void mmc_ticket_reset(MmcStepState *s) { s->ticket = MMC_TICKET_IDLE; }
+// The mean of a loss over the kept targets of a launch, from each warp's loss and kept count
+// (wloss, wkept: shared, one a warp): each block adds its warps' in order into its row of
+// `table` (2 doubles a block), and the block that takes the last ticket adds the rows in
+// order and stores the mean (in R) and the count. Every thread of every block calls it.
+template <typename R, int BLOCKS, typename L, typename C>
+__device__ __forceinline__ void mmc_loss_mean(MmcStepState *state, double *table, const double *wloss, const double *wkept,
+                                              L *loss, C *count) {
+    __shared__ double dred[32];
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double l = 0, k = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) l += wloss[w], k += wkept[w];
+        table[2 * blockIdx.x] = l, table[2 * blockIdx.x + 1] = k;
+        __threadfence();
+        last = mmc_ticket_last(state);
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    double total = 0, kept = 0;
+#pragma unroll 8
+    for (int r = threadIdx.x; r < BLOCKS; r += blockDim.x) {
+        total += __ldcg(table + 2L * r);
+        kept += __ldcg(table + 2L * r + 1);
+    }
+    total = block_sum(total, dred);
+    kept = block_sum(kept, dred);
+    if (threadIdx.x == 0) {
+        // a batch whose every target is left out (a loss mask can do it) has the loss 0,
+        // not a mean over nothing, and its gradients are 0 too
+        st(loss, 0, kept > 0 ? mmc_div((R)total, (R)kept) : (R)0);
+        st(count, 0, kept);
+        mmc_ticket_reset(state);
+    }
+}
 #endif
 
 #endif

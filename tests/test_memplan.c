@@ -83,8 +83,8 @@ static void read_at(int *last, const Node *x, int k) {
  * in that kernel): the same bytes */
 static int written_over(const Plan *pl, const Node *n, const Node *x, const int *last) {
     if (n->group < 0) return 0;
-    const Node *a = pl->p->groups[n->group]->anchor;
-    return a && node_overwritable_input(a) == x && last[x->id] == n->group && n->offset == x->offset;
+    const Node *w = group_overwriter(pl->p->groups[n->group]);
+    return w && node_overwritable_input(w) == x && last[x->id] == n->group && n->offset == x->offset;
 }
 
 /* Values never alive together may share bytes. A view owns none: a slice lies in what it

@@ -148,6 +148,47 @@ int main(void) {
         free(own), free(from), free(to), free(anchor_op);
     }
 
+    /* the cross-entropy's gradient: by default a kernel of its own after the loss's, dividing
+     * by target_count's count; with --fuse-loss-grad (pass_fusion's step 7) in the loss's
+     * kernel, and the plan reads back; written over the logits either way */
+    CompileOptions lg_opt = {0};
+    lg_opt.front.graph_path = "graphs/minimind.lua";
+    lg_opt.fuse_loss_grad = 1;
+    CompileResult lg = compile_graph(&lg_opt);
+    for (int fused = 0; fused < 2; fused++) {
+        Plan *pl = fused ? plan_read(lg.plan, "minimind_lg/plan") : pm;
+        const Node *grad = NULL;
+        for (int i = 0; i < pl->g->n_nodes; i++)
+            if (pl->g->nodes[i]->op == OP_CROSS_ENTROPY_BACKWARD) grad = pl->g->nodes[i];
+        CHECK(grad && grad->in[4]->op == OP_TARGET_COUNT, "minimind: the loss gradient does not divide by target_count's count");
+        if (!grad) continue;
+        const Group *gr = pl->p->groups[grad->group];
+        const Node *logits = grad->in[1];
+        CHECK((gr->anchor->op == OP_CROSS_ENTROPY) == fused, "minimind%s: the loss gradient runs in kernel %s",
+              fused ? " --fuse-loss-grad" : "", gr->kernel);
+        CHECK(grad->materialized && grad->buffer == logits->buffer && grad->offset == logits->offset,
+              "minimind%s: the loss gradient is not written over the logits", fused ? " --fuse-loss-grad" : "");
+    }
+    { /* a vocabulary too large for a lane's registers keeps two kernels, and a plan that puts
+       * the gradient in the loss's kernel anyway is refused */
+        CompileOptions o = lg_opt;
+        o.front.graph_path = "graphs/tiny.lua";
+        Define d = {"vocab", "8200"};
+        o.front.defines = &d, o.front.n_defines = 1;
+        CompileResult big = compile_graph(&o);
+        const char *grad_line = strstr(big.plan, " cross_entropy_backward in=");
+        const char *kernel_line = grad_line ? grad_line : NULL;
+        while (kernel_line && kernel_line > big.plan && strncmp(kernel_line, "\nkernel ", 8)) kernel_line--;
+        CHECK(grad_line && kernel_line && !strncmp(strchr(kernel_line, '_'), "_cross_entropy_backward", 23),
+              "tiny at vocab 8200 --fuse-loss-grad: the loss gradient is not a kernel of its own");
+        if (grad_line && kernel_line) { /* the gradient's kernel line dropped: its op joins the loss's kernel */
+            const char *next = strchr(kernel_line + 1, '\n');
+            char *joined = xasprintf("%.*s%s", (int)(kernel_line - big.plan), big.plan, next);
+            expect_refused("a loss gradient too wide for the loss's kernel in it", joined, "cross_entropy_backward in kernel");
+            free(joined);
+        }
+    }
+
     /* SwiGLU's forward is the epilogue of the merged gate/up projection (its two halves) by
      * default, its backward (dh = dy W_down, loading gate and up) only with --gemm-epilogues,
      * and none is with --no-gemm-epilogues (pass_epilogue.c); a plan whose epilogue reads
@@ -193,16 +234,24 @@ int main(void) {
         free(from), free(to);
     }
 
-    /* embedding_sort reads only the ids: scheduled first, on the side stream, written as
-     * stream=1 on its kernel line and on no other, and read back */
-    const Group *first = pm->p->groups[0];
-    CHECK(first->anchor && first->anchor->op == OP_EMBEDDING_SORT && first->stream == 1,
-          "minimind: the first kernel is %s on stream %d, not embedding_sort on the side stream", first->kernel, first->stream);
-    int side = 0;
-    for (int i = 0; i < pm->p->n_groups; i++) side += pm->p->groups[i]->stream;
-    CHECK(side == 1, "minimind: %d kernels on the side stream, not 1", side);
+    /* target_count and embedding_sort read only the labels and the ids: scheduled first, on
+     * the side stream, written as stream=1 on their kernel lines and on no other, and read back */
+    int side = 0, side_ops = 0;
+    for (int i = 0; i < pm->p->n_groups; i++) {
+        const Group *gr = pm->p->groups[i];
+        side += gr->stream;
+        if (i < 2) {
+            CHECK(gr->anchor && (gr->anchor->op == OP_EMBEDDING_SORT || gr->anchor->op == OP_TARGET_COUNT) && gr->stream == 1,
+                  "minimind: kernel %d is %s on stream %d, not embedding_sort or target_count on the side stream", i, gr->kernel,
+                  gr->stream);
+            side_ops |= gr->anchor ? 1 << (gr->anchor->op == OP_TARGET_COUNT) : 0;
+        }
+    }
+    CHECK(side == 2 && side_ops == 3, "minimind: %d kernels on the side stream, not embedding_sort and target_count", side);
     const char *st = strstr(m.plan, " stream=");
-    CHECK(st && !strncmp(st, " stream=1 ", 10) && !strstr(st + 1, " stream="), "minimind: stream=1 is not on one kernel line only");
+    const char *st2 = st ? strstr(st + 1, " stream=") : NULL;
+    CHECK(st && st2 && !strncmp(st, " stream=1 ", 10) && !strncmp(st2, " stream=1 ", 10) && !strstr(st2 + 1, " stream="),
+          "minimind: stream=1 is not on two kernel lines only");
 
     expect_refused("not a plan", "hello\n", "bad/plan:1: not an mmc plan");
     expect_refused("future format", "mmc-plan 99\nend\n", "bad/plan:1: plan format 99, this mmc reads format 3");
@@ -221,7 +270,7 @@ int main(void) {
     char *gemm_side = with_field(a.plan, "\ngemm ", " stream=1");
     want = xasprintf("bad/plan:%d: stream=1 on a gemm kernel", line_of(gemm_side, "\ngemm ") + 1);
     expect_refused("a gemm on the side stream", gemm_side, want);
-    char *late_side = with_field(a.plan, "\nkernel k002_", " stream=1");
+    char *late_side = with_field(a.plan, "\nkernel k003_", " stream=1"); /* the first RMSNorm, after the embedding */
     expect_refused("a side kernel reading another's output", late_side, "which another kernel writes");
     /* op lines carry exactly the attributes their op uses (compiler/attrs.h), each readable */
     expect_refused("an attribute the op does not use", with_field(a.plan, " add in=", " heads=2"),

@@ -45,7 +45,7 @@ static inline char *test_write_graph(const char *name, const char *lua) {
 /* Compiles a graph file (policy NULL keeps the graph's own; defines "k=v,k=v") and returns
  * the plan as the runtime reads it back from text. */
 enum { TEST_NO_FUSION = 1, TEST_REFERENCE_KERNELS = 2, TEST_NO_REMAT = 4, TEST_REMAT_GEMM_INPUTS = 8, TEST_FORWARD = 16,
-       TEST_NO_MERGE = 32, TEST_NO_DW_ADD = 64, TEST_GEMM_EPILOGUES = 128 };
+       TEST_NO_MERGE = 32, TEST_NO_DW_ADD = 64, TEST_GEMM_EPILOGUES = 128, TEST_FUSE_LOSS_GRAD = 256 };
 
 /* as test_compile, with compile options (TEST_* flags) */
 static inline Plan *test_compile_with(const char *path, const char *policy, const char *defines, unsigned flags) {
@@ -57,6 +57,7 @@ static inline Plan *test_compile_with(const char *path, const char *policy, cons
     o.no_merge = (flags & TEST_NO_MERGE) != 0;
     o.no_dw_add = (flags & TEST_NO_DW_ADD) != 0;
     o.gemm_epilogues = (flags & TEST_GEMM_EPILOGUES) != 0;
+    o.fuse_loss_grad = (flags & TEST_FUSE_LOSS_GRAD) != 0;
     o.front.graph_path = path;
     o.front.policy_path = policy;
     int cap = 0;

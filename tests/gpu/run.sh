@@ -15,6 +15,8 @@
 #  - the tiny graph trained 60 updates on the GPU and on the CPU from the same weights and
 #    data: per-update losses within 2e-2 relative (fp16 rounding differences between
 #    cuBLAS and the ref's double sums compound over the run), the same skipped updates;
+#    and on the GPU with the cross-entropy's gradient in the loss's kernel (--fuse-loss-grad):
+#    the same weights bit for bit;
 #  - MiniMind2-small against PyTorch (tests/gpu/test_pytorch.sh), its SFT loss on masked rows
 #    (tests/gpu/test_sft_pytorch.sh), and the Hugging Face export in transformers
 #    (tests/gpu/test_hf_export.sh); MMC_SKIP_PYTORCH=1 skips the three.
@@ -67,6 +69,32 @@ print(f"tiny, 60 updates, GPU vs CPU: worst per-update loss difference {worst:.2
       f"final loss {gpu[-1]['loss']:.4f} (GPU) {ref[-1]['loss']:.4f} (CPU)")
 assert worst < 2e-2, worst
 assert [r["skipped"] for r in ref] == [r["skipped"] for r in gpu]
+PY
+# the cross-entropy's gradient written by the loss's kernel (--fuse-loss-grad): the same
+# weights after 60 updates as its two kernels, bit for bit, and the same losses
+./mmc compile graphs/tiny.lua --fuse-loss-grad -o "$tmp/tiny_lg" --quiet || exit 1
+./mmc train "$tmp/tiny_lg" --backend cuda --data "$tmp/text.bin" --steps 60 --quiet --out "$tmp/cuda_lg" || fail=1
+python3 - "$tmp/cuda" "$tmp/cuda_lg" <<'PY' || fail=1
+import glob, json, os, struct, sys
+def tensors(path):  # a safetensors file's tensors as bytes, its metadata (the plan's hash) left out
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in head.items() if k != "__metadata__"}
+a, b = sys.argv[1], sys.argv[2]
+files = sorted(os.path.relpath(f, a) for f in glob.glob(os.path.join(a, "**", "*.safetensors"), recursive=True))
+assert files, "no checkpoint"
+for f in files:
+    x, y = tensors(os.path.join(a, f)), tensors(os.path.join(b, f))
+    same = sum(x[k] == y.get(k) for k in x)
+    print(f"tiny, 60 updates, --fuse-loss-grad: {f}: {same} of {len(x)} tensors bit-identical")
+    assert same == len(x) == len(y)
+la = [json.loads(l)["loss"] for l in open(os.path.join(a, "metrics.jsonl"))]
+lb = [json.loads(l)["loss"] for l in open(os.path.join(b, "metrics.jsonl"))]
+worst = max(abs(p - q) / abs(p) for p, q in zip(la, lb))
+print(f"tiny, 60 updates, --fuse-loss-grad: worst loss difference {worst:.2e} relative")
+assert len(la) == len(lb) == 60 and worst < 1e-6, worst
 PY
 [ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_pytorch.sh || fail=1
 [ -n "${MMC_SKIP_PYTORCH:-}" ] || bash tests/gpu/test_sft_pytorch.sh || fail=1

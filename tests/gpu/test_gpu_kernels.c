@@ -10,7 +10,8 @@
  * takes (head_dim 34, widths not multiples of 8), so the general kernels are checked too,
  * and with --gemm-epilogues at sizes where SwiGLU's GEMMs take their epilogues (the sm_90a
  * kernel on an H100 or H200, cuBLASLt and the epilogue kernel elsewhere); --epilogues runs
- * only those. */
+ * only those. With --fuse-loss-grad under three policies, the cross-entropy's gradient in the
+ * loss's kernel (cross_entropy_fused.cu) is checked the same way. */
 #include "test_util.h"
 
 #include "init.h"
@@ -123,7 +124,7 @@ static void run_policy_with(const char *policy, const char *defines, int vocab, 
     }
     printf("  %-10s%s%s%s%s %3d kernels and GEMMs, %4d tensors compared: %4d bit-identical, %d over tolerance; worst %.2f of "
            "its tolerance (%s)\n",
-           policy, defines ? " (sizes: " : "", defines ? defines : "", defines ? ")" : "", flags & TEST_GEMM_EPILOGUES ? " epilogues" : "", p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
+           policy, defines ? " (sizes: " : "", defines ? defines : "", defines ? ")" : "", flags & TEST_GEMM_EPILOGUES ? " epilogues" : flags & TEST_FUSE_LOSS_GRAD ? " loss gradient fused" : "", p->n_groups, s.tensors, s.exact, s.bad, s.worst, s.worst_name);
     ref->destroy(ref);
     gpu->destroy(gpu);
 }
@@ -135,6 +136,14 @@ static void run_policy(const char *policy, const char *defines, int vocab) { run
 static void run_epilogues(void) {
     run_policy_with("amp_fp16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
     run_policy_with("amp_bf16", "dim=128,heads=2,kv_heads=1,ffn=384,batch=4,seq=40", 320, TEST_GEMM_EPILOGUES);
+}
+
+/* the cross-entropy and its gradient in one kernel (mmc compile --fuse-loss-grad) */
+static void run_loss_grad(void) {
+    const char *policies[] = {"amp_fp16", "amp_bf16", "fp32"};
+    for (int i = 0; i < 3; i++) run_policy_with(policies[i], NULL, 320, TEST_FUSE_LOSS_GRAD);
+    /* rows not a multiple of a block's 4, logits a row not a multiple of a warp's 256 */
+    run_policy_with("amp_fp16", "batch=41,seq=410,vocab=328", 328, TEST_FUSE_LOSS_GRAD);
 }
 
 int main(int argc, char **argv) {
@@ -149,6 +158,7 @@ int main(int argc, char **argv) {
         /* 16810 rows: the row kernels loop over rows, and the last round has rows missing */
         run_policy("amp_fp16", "batch=41,seq=410", 320);
         run_epilogues();
+        run_loss_grad();
     }
     return test_done("test_gpu_kernels");
 }
